@@ -1,0 +1,85 @@
+"""Give every row a category from its kernel name, then from its launching op.
+
+Rules are ordered (first match wins) regular expressions over the lowercased kernel name; when no
+name rule matches, the launching op decides; what is left is "other" (listed, never dropped).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+CATEGORIES = ("gemm", "gemv", "conv", "attention", "elementwise", "reduction", "norm", "softmax",
+              "memcpy", "memset", "communication", "triton", "other")
+
+NAME_RULES: list[tuple[str, str]] = [
+    ("communication", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|cross_device_reduce"
+                      r"|sendrecv|c10d|gloo|record_param_comms|all2all"),
+    ("attention", r"flash|fmha|attention|attn|_sdpa|mha_|paged_|flashinfer|decode_kernel|unified_attention"),
+    ("softmax", r"softmax"),
+    ("norm", r"layer_?norm|rms_?norm|group_?norm|batch_?norm|instance_?norm|bn_fw|bn_bw|welford|_norm_"
+             r"|normalization|layernorm|rmsnorm|gammabetabackward"),
+    ("conv", r"conv|implicit_gemm|winograd|fprop|dgrad|wgrad|miopen|igemm|cudnn::(?!.*gemm)"),
+    ("gemv", r"gemv|gemvx|splitk_gemv|dot_kernel|skinny|wvsplitk|llgemm"),
+    ("gemm", r"gemm|nvjet|cutlass|cublas|cijk_|matmul|_mm_|xmma|sm\d+_xmma|hipblaslt|tensile|triton_tem_fused_"
+             r"(?:\w*_)?(?:mm|addmm|bmm|baddbmm)|fused_moe|moe_gemm|grouped_gemm|wmma|mfma|^bmm_|^gemm_"),
+    ("triton", r"^triton_|^triton__|^_triton"),
+    ("reduction", r"reduce|reduction|cub::|radix|argmax|argmin|topk|top_k|sort|scan|cumsum|_max_kernel"
+                  r"|_sum_kernel|_mean_kernel|norm_kernel|histogram|pool"),
+    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|fill|copy|cast|activation|gelu|silu|relu"
+                    r"|act_and_mul|swiglu|index|scatter|gather|embedding|rotary|rope|_cat_|catarraybatched"
+                    r"|multi_tensor_apply|tensor_apply|where|dropout|masked|pad|transpose|permute|clamp"
+                    r"|arange|random|distribution|philox|add_kernel|mul_kernel|quant|bounds_check|kvcache|kv_cache"
+                    r"|tensorop|routing|to_dense"),
+]
+
+OP_RULES: list[tuple[str, str]] = [
+    ("communication", r"^(c10d|nccl|gloo)|all_reduce|all_gather|reduce_scatter|record_param_comms|all2all"),
+    ("attention", r"attention|sdpa|flash"),
+    ("softmax", r"softmax"),
+    ("norm", r"norm"),
+    ("conv", r"conv"),
+    ("gemm", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|addbmm|einsum)$"),
+    ("reduction", r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|prod|var|std|norm|topk|sort|cumsum|any|all)"),
+    ("memcpy", r"^aten::(copy_|to|_to_copy|contiguous|clone|cat)$"),
+    ("memset", r"^aten::(zero_|fill_|zeros|ones|full)$"),
+    ("elementwise", r"^aten::"),
+]
+
+_NAME = [(cat, re.compile(rx)) for cat, rx in NAME_RULES]
+_OP = [(cat, re.compile(rx)) for cat, rx in OP_RULES]
+
+
+def category_of(name: str, kind: str = "kernel", op: str | None = None) -> str:
+    """Category of one row."""
+    if kind in ("memcpy", "memset"):
+        return kind
+    lowered = name.lower()
+    for cat, rx in _NAME:
+        if rx.search(lowered):
+            return cat
+    if isinstance(op, str):
+        lowered_op = op.lower()
+        for cat, rx in _OP:
+            if rx.search(lowered_op):
+                if cat in ("memcpy", "memset") and kind == "kernel":
+                    return "elementwise"        # a copy/fill done by a kernel is elementwise work
+                return cat
+    return "other"
+
+
+def classify(df: pd.DataFrame) -> pd.DataFrame:
+    """Fill ``category``; names repeat, so each (name, kind, op) is classified once."""
+    if df.empty:
+        return df
+    keys = list(zip(df["name"], df["kind"], df["op"]))
+    memo: dict[tuple, str] = {}
+    out = []
+    for key in keys:
+        cat = memo.get(key)
+        if cat is None:
+            cat = memo[key] = category_of(*key)
+        out.append(cat)
+    df["category"] = out
+    return df

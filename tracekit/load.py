@@ -1,0 +1,325 @@
+"""Read a Kineto (torch.profiler) Chrome trace into the shared kernel table.
+
+One pass over the events collects device activities, the runtime calls that launched them
+(joined on ``correlation``), the CPU ops behind those calls (joined on ``External id``) and the
+step markers. Durations are kept exactly as written (µs with sub-µs digits).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from .errors import TracekitError
+from .model import KERNEL_COLUMNS, Step, Trace
+
+DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "mtia_runtime"}
+CPU_OP_CATEGORIES = {"cpu_op", "operator"}
+GRAPH_LAUNCHES = {"cudaGraphLaunch", "cudaGraphLaunch_v10000", "hipGraphLaunch", "cuGraphLaunch"}
+PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+TRACE_NAMES = ("trace.json.gz", "trace.json")
+
+
+def resolve_trace_path(path: str | Path) -> Path:
+    """A trace file, or the trace inside a capture bundle folder."""
+    p = Path(path)
+    if not p.exists():
+        raise TracekitError(f"{p}: no such file or folder")
+    if p.is_dir():
+        for name in TRACE_NAMES:
+            if (p / name).is_file():
+                return p / name
+        found = sorted(p.glob("*.json.gz")) + sorted(p.glob("*.json"))
+        found = [f for f in found if f.name != "meta.json"]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise TracekitError(f"{p}: folder holds no trace (expected trace.json.gz or one *.json[.gz])")
+        raise TracekitError(f"{p}: folder holds several traces ({', '.join(f.name for f in found[:4])}); name one")
+    return p
+
+
+def read_json(path: Path) -> object:
+    """Bytes → JSON, un-gzipping when the file starts with the gzip magic."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TracekitError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TracekitError(f"{path}: bad or truncated gzip ({exc})") from None
+    if not raw.strip():
+        raise TracekitError(f"{path}: file is empty")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise TracekitError(f"{path}: invalid JSON ({exc}); is the file truncated?") from None
+
+
+def trace_events(doc: object, path: Path) -> tuple[list, dict]:
+    """The event list and the trace-level fields of a Chrome trace document."""
+    if isinstance(doc, list):
+        return doc, {}
+    if not isinstance(doc, dict) or "traceEvents" not in doc:
+        raise TracekitError(f"{path}: JSON has no traceEvents: not a torch.profiler / Chrome trace")
+    events = doc["traceEvents"]
+    if not isinstance(events, list):
+        raise TracekitError(f"{path}: traceEvents is not a list")
+    return events, {k: v for k, v in doc.items() if k != "traceEvents"}
+
+
+def _bad_event(path: Path, index: int, what: str) -> TracekitError:
+    return TracekitError(f"{path}: event #{index} {what}")
+
+
+def _interval_fields(e: dict, path: Path, i: int) -> tuple[float, float]:
+    try:
+        ts, dur = float(e["ts"]), float(e["dur"])
+    except KeyError as exc:
+        raise _bad_event(path, i, f"({e.get('name', '?')!r}) has no {exc.args[0]!r} field") from None
+    except (TypeError, ValueError):
+        raise _bad_event(path, i, f"({e.get('name', '?')!r}) has a non-numeric ts/dur") from None
+    if dur < 0:
+        raise _bad_event(path, i, f"({e.get('name', '?')!r}) has a negative duration ({dur})")
+    return ts, dur
+
+
+def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
+    """Load a trace file or bundle folder into a ``Trace`` (kernel table + steps), unclassified."""
+    p = resolve_trace_path(path)
+    events, meta = trace_events(read_json(p), p)
+    marker = _compile_marker(step_marker)
+
+    device_rows: list[tuple] = []          # (event index, kind)
+    launches: dict[int, dict] = {}         # correlation -> runtime event
+    ops: dict[int, dict] = {}              # External id -> cpu op
+    cpu_ops: list[dict] = []
+    step_events: list[dict] = []
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            raise _bad_event(p, i, "is not a JSON object")
+        if e.get("ph") != "X":
+            continue
+        cat = e.get("cat")
+        kind = DEVICE_CATEGORIES.get(cat.lower() if isinstance(cat, str) else cat)
+        if kind is not None:
+            if "name" not in e:
+                raise _bad_event(p, i, f"({cat}) has no 'name' field")
+            _interval_fields(e, p, i)
+            device_rows.append((i, kind))
+            continue
+        name = e.get("name")
+        if cat in LAUNCH_CATEGORIES:
+            corr = (e.get("args") or {}).get("correlation")
+            if corr is not None:
+                launches[corr] = e
+            continue
+        is_step = isinstance(name, str) and (marker.search(name) if marker else PROFILER_STEP.match(name))
+        if cat in CPU_OP_CATEGORIES:
+            _interval_fields(e, p, i)
+            ext = (e.get("args") or {}).get("External id")
+            if ext is not None:
+                ops.setdefault(ext, e)
+            if is_step:
+                step_events.append(e)
+            elif not PROFILER_STEP.match(name or ""):
+                cpu_ops.append(e)
+        elif is_step and (cat == "user_annotation" or (marker and cat == "python_function")):
+            _interval_fields(e, p, i)
+            step_events.append(e)
+
+    steps, step_rule = _steps(step_events, marker, step_marker)
+    props = meta.get("deviceProperties") or []
+    device_name = props[0].get("name") if props and isinstance(props[0], dict) else None
+    warnings: list[str] = []
+    if device_rows:
+        table = _device_table(events, device_rows, launches, ops, cpu_ops)
+    else:
+        table = _cpu_table(cpu_ops)
+        device_name = None
+        warnings.append("no device kernels in this trace: rows are the top-level CPU ops")
+    table = _assign_steps(table, steps)
+    return Trace(path=str(p), kernels=table, steps=steps, step_rule=step_rule, device_name=device_name,
+                 device_properties=props, metadata=meta, warnings=warnings)
+
+
+def _compile_marker(step_marker: str | None):
+    if step_marker is None:
+        return None
+    try:
+        return re.compile(step_marker)
+    except re.error as exc:
+        raise TracekitError(f"--step-marker {step_marker!r} is not a valid regex ({exc})") from None
+
+
+def _steps(step_events: list[dict], marker, marker_text: str | None) -> tuple[list[Step], str]:
+    seen: dict[tuple, dict] = {}
+    for e in step_events:
+        seen.setdefault((e["name"], float(e["ts"])), e)
+    ordered = sorted(seen.values(), key=lambda e: float(e["ts"]))
+    if not ordered:
+        if marker is not None:
+            raise TracekitError(f"--step-marker {marker_text!r} matches no event in the trace")
+        return [], "whole trace"
+    steps = [Step(index=k, name=e["name"], start_us=float(e["ts"]), end_us=float(e["ts"]) + float(e["dur"]))
+             for k, e in enumerate(ordered)]
+    return steps, (f"marker:{marker_text}" if marker is not None else "ProfilerStep")
+
+
+def _device_table(events: list, rows: list[tuple], launches: dict, ops: dict, cpu_ops: list) -> pd.DataFrame:
+    cols: dict[str, list] = {c: [] for c in KERNEL_COLUMNS}
+    unresolved: list[tuple[int, dict]] = []      # (row, launch) whose External id names no enclosing op
+    for i, kind in rows:
+        e = events[i]
+        args = e.get("args") or {}
+        corr = args.get("correlation", -1)
+        launch = launches.get(corr)
+        launch_name = launch.get("name", "") if launch else ""
+        graph = launch_name in GRAPH_LAUNCHES
+        op = None
+        if launch is not None and not graph:
+            ext = args.get("External id", (launch.get("args") or {}).get("External id"))
+            op = _enclosing(ops.get(ext), launch)
+            if op is None:
+                unresolved.append((len(cols["name"]), launch))
+        cols["name"].append(e["name"])
+        cols["kind"].append(kind)
+        cols["device"].append(_as_int(args.get("device", e.get("pid")), 0))
+        cols["stream"].append(_as_int(args.get("stream", e.get("tid")), -1))
+        cols["start_us"].append(float(e["ts"]))
+        cols["dur_us"].append(float(e["dur"]))
+        cols["grid"].append(args.get("grid"))
+        cols["block"].append(args.get("block"))
+        cols["correlation"].append(corr if isinstance(corr, int) else -1)
+        cols["launch"].append(launch_name)
+        cols["graph"].append(graph)
+        cols["op"].append(op)
+        # step assignment uses the launch time (the CPU side), else the kernel's own start
+        cols["step"].append(float(launch["ts"]) if launch and "ts" in launch else float(e["ts"]))
+    if unresolved and cpu_ops:
+        for row, op in zip((r for r, _ in unresolved), _innermost_ops([l for _, l in unresolved], cpu_ops)):
+            cols["op"][row] = op
+    _op_columns(cols, "external_id")
+    return _finish(cols)
+
+
+def _enclosing(op: dict | None, launch: dict) -> dict | None:
+    """``op`` if it really encloses the launch (same thread, launch inside its interval)."""
+    if op is None or op.get("tid") != launch.get("tid"):
+        return None
+    t, start = float(launch.get("ts", -1)), float(op["ts"])
+    return op if start <= t <= start + float(op["dur"]) else None
+
+
+def _innermost_ops(launches: list[dict], cpu_ops: list[dict]) -> list[dict | None]:
+    """For each launch, the innermost CPU op on its thread whose interval holds it (a stack sweep)."""
+    by_thread: dict = {}
+    for op in cpu_ops:
+        by_thread.setdefault(op.get("tid"), []).append(op)
+    for thread_ops in by_thread.values():
+        thread_ops.sort(key=lambda e: (float(e["ts"]), -float(e["dur"])))
+    order = sorted(range(len(launches)), key=lambda k: (launches[k].get("tid") or 0, float(launches[k]["ts"])))
+    found: list[dict | None] = [None] * len(launches)
+    tid, stack, pos, thread_ops = object(), [], 0, []
+    for k in order:
+        launch = launches[k]
+        if launch.get("tid") != tid:
+            tid, stack, pos = launch.get("tid"), [], 0
+            thread_ops = by_thread.get(tid, [])
+        t = float(launch["ts"])
+        while pos < len(thread_ops) and float(thread_ops[pos]["ts"]) <= t:
+            op = thread_ops[pos]
+            while stack and float(stack[-1]["ts"]) + float(stack[-1]["dur"]) < float(op["ts"]):
+                stack.pop()
+            stack.append(op)
+            pos += 1
+        while stack and float(stack[-1]["ts"]) + float(stack[-1]["dur"]) < t:
+            stack.pop()
+        found[k] = stack[-1] if stack else None
+    return found
+
+
+def _op_columns(cols: dict[str, list], source: str) -> None:
+    """Expand the op events in ``cols['op']`` into the op_* columns."""
+    ops = cols["op"]
+    for col, key in (("op_dims", "Input Dims"), ("op_types", "Input type"),
+                     ("op_strides", "Input Strides"), ("op_concrete", "Concrete Inputs")):
+        cols[col] = [(op.get("args") or {}).get(key) if op else None for op in ops]
+    cols["op_source"] = [source if op else "" for op in ops]
+    cols["op"] = [op["name"] if op else None for op in ops]
+
+
+def _as_int(value, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _cpu_table(cpu_ops: list[dict]) -> pd.DataFrame:
+    """Top-level CPU ops (not nested in another op on the same thread) as rows."""
+    cols: dict[str, list] = {c: [] for c in KERNEL_COLUMNS}
+    by_thread: dict[tuple, list[dict]] = {}
+    for e in cpu_ops:
+        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    top: list[dict] = []
+    for thread_ops in by_thread.values():
+        thread_ops.sort(key=lambda e: (float(e["ts"]), -float(e["dur"])))
+        end = -np.inf
+        for e in thread_ops:
+            ts = float(e["ts"])
+            if ts >= end:
+                top.append(e)
+                end = ts + float(e["dur"])
+    top.sort(key=lambda e: float(e["ts"]))
+    for e in top:
+        cols["name"].append(e["name"])
+        cols["kind"].append("cpu_op")
+        cols["device"].append(-1)
+        cols["stream"].append(-1)
+        cols["start_us"].append(float(e["ts"]))
+        cols["dur_us"].append(float(e["dur"]))
+        cols["grid"].append(None)
+        cols["block"].append(None)
+        cols["correlation"].append(-1)
+        cols["launch"].append("")
+        cols["graph"].append(False)
+        cols["op"].append(e)
+        cols["step"].append(float(e["ts"]))
+    _op_columns(cols, "self")
+    return _finish(cols)
+
+
+def _finish(cols: dict[str, list]) -> pd.DataFrame:
+    n = len(cols["name"])
+    for c in ("category", "dtype", "bound", "cost_note"):
+        cols[c] = [None] * n
+    for c in ("flops", "bytes", "floor_us", "gap"):
+        cols[c] = [np.nan] * n
+    cols["fused_ops"] = [None] * n
+    df = pd.DataFrame(cols, columns=KERNEL_COLUMNS)
+    df = df.sort_values("start_us", kind="stable").reset_index(drop=True)
+    return df
+
+
+def _assign_steps(df: pd.DataFrame, steps: list[Step]) -> pd.DataFrame:
+    """Replace the launch-time placeholder in ``step`` with the index of the step holding it."""
+    when = df["step"].to_numpy(dtype=float)
+    if not steps:
+        df["step"] = np.zeros(len(df), dtype=int)
+        return df
+    starts = np.array([s.start_us for s in steps])
+    ends = np.array([s.end_us for s in steps])
+    k = np.searchsorted(starts, when, side="right") - 1
+    inside = (k >= 0) & (when < ends[np.clip(k, 0, None)])
+    df["step"] = np.where(inside, k, -1).astype(int)
+    return df
