@@ -1,0 +1,80 @@
+"""Command line: ``tracekit explain | capture | check | diff``.
+
+Output for machines goes to stdout alone; progress, warnings and errors go to stderr.
+Exit codes: 0 ok, 1 a check failed, 2 unusable input or usage.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from enum import Enum
+from typing import Optional
+
+import typer
+
+from .errors import TracekitError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Where the GPU time went: kernels, fusion and roofline floors from profiler traces.")
+
+# Modules that add their own command through ``register(app)``; a module that does not exist yet is
+# skipped (find_spec is None), while one that exists but fails to import raises as usual.
+COMMAND_MODULES = ("capture_cli", "check", "diff")
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+StepMarker = typer.Option(None, "--step-marker", help="Regex naming the event that marks one step "
+                          "(default: ProfilerStep#N, else the whole trace is one step).")
+DeviceOpt = typer.Option(None, "--device", help="Device spec id to use (e.g. h200), overriding the trace's.")
+SpecOpt = typer.Option(None, "--spec", help="A device spec TOML file (e.g. your measured ceilings).")
+
+
+@app.command()
+def explain(
+    trace: str = typer.Argument(..., help="trace.json[.gz], a capture bundle folder, or an MLX .dot graph"),
+    format: Format = typer.Option(Format.table, "--format", "-f", help="table (people), json or csv"),
+    step_marker: Optional[str] = StepMarker,
+    device: Optional[str] = DeviceOpt,
+    spec: Optional[str] = SpecOpt,
+    top: int = typer.Option(15, "--top", help="Kernel groups shown per step in the table"),
+    fusion: bool = typer.Option(False, "--fusion", help="Show the fusion view: kernel chain, intermediates, headroom"),
+) -> None:
+    """Classify every kernel, count kernels per step, and set each against its roofline floor."""
+    from . import analyze, report
+
+    results = analyze.analyze_path(trace, step_marker=step_marker, device=device, spec=spec)
+    report.emit(results, format.value, top=top, fusion=fusion)
+
+
+def _register_commands() -> None:
+    for name in COMMAND_MODULES:
+        if importlib.util.find_spec(f"tracekit.{name}") is not None:
+            importlib.import_module(f"tracekit.{name}").register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    """Console-script entry point: one line on stderr and exit 2 for unusable input."""
+    try:
+        app()
+    except TracekitError as exc:
+        print(f"tracekit: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)
+    except KeyboardInterrupt:
+        print("tracekit: interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()
