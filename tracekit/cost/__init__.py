@@ -1,0 +1,1 @@
+"""Cost models: per-op FLOP and byte counts, device specs and roofline floors."""

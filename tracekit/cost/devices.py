@@ -1,0 +1,246 @@
+"""Device specs: peak rates and memory facts loaded from TOML files, and matching a trace's device.
+
+One TOML file per device (``tracekit/specs/<id>.toml``, format in docs/devices.md). Every number
+carries its source. ``match_device`` picks the builtin spec for one ``deviceProperties`` entry of
+a Kineto trace, or returns None when no spec (or more than one) fits: never a guess.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from tracekit.errors import TracekitError
+
+PEAK_KEYS = (
+    "fp64", "fp64_tensor", "fp32", "fp32_tensor", "tf32",
+    "bf16", "fp16", "fp16_fp16acc", "fp8", "int8",
+)
+MEMORY_KEYS = ("bandwidth_gbs", "l2_bytes")
+VENDORS = ("nvidia", "amd", "apple", "cpu")
+_TOP_KEYS = {
+    "id", "name", "vendor", "match", "match_properties", "min_memory_gb", "max_memory_gb",
+    "notes", "peak", "memory",
+}
+
+# dtype spellings seen in traces and in torch -> canonical peak key
+_ALIASES = {
+    "fp64": "fp64", "float64": "fp64", "double": "fp64", "f64": "fp64",
+    "fp32": "fp32", "float32": "fp32", "float": "fp32", "f32": "fp32",
+    "tf32": "tf32", "tensorfloat32": "tf32",
+    "bf16": "bf16", "bfloat16": "bf16",
+    "fp16": "fp16", "float16": "fp16", "half": "fp16", "f16": "fp16",
+    "fp16_fp16acc": "fp16_fp16acc",
+    "fp8": "fp8", "e4m3": "fp8", "e5m2": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
+    "float8_e4m3fnuz": "fp8", "float8_e5m2fnuz": "fp8",
+    "int8": "int8", "i8": "int8",
+    "fp64_tensor": "fp64_tensor", "fp32_tensor": "fp32_tensor",
+}
+
+
+def canonical_dtype(dtype: str | None) -> str | None:
+    """Canonical peak key for a dtype spelling ('torch.bfloat16' -> 'bf16'); None if unknown."""
+    if not isinstance(dtype, str):
+        return None
+    key = dtype.strip().lower()
+    if key.startswith("torch."):
+        key = key[len("torch."):]
+    return _ALIASES.get(key)
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device: dense peak TFLOP/s per dtype key, memory bandwidth, L2 size, and sources."""
+
+    id: str
+    name: str
+    vendor: str
+    peak_tflops: dict[str, float]
+    bandwidth_gbs: float | None
+    l2_bytes: int | None
+    sources: dict[str, str]
+    path: str
+    notes: str = ""
+    match: tuple[str, ...] = ()
+    match_properties: dict[str, Any] = field(default_factory=dict)
+    min_memory_gb: float | None = None
+    max_memory_gb: float | None = None
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.path))
+
+    def peak(self, dtype: str) -> float | None:
+        """TFLOP/s for a kernel computing in `dtype` (fp64, fp32, tf32, bf16, fp16, fp16_fp16acc,
+        fp8, int8 or an alias such as 'bfloat16', 'half', 'double', 'e4m3'); None when no rate.
+
+        fp16_fp16acc falls back to fp16 when the spec omits it: datasheets of datacenter parts
+        quote one fp16 rate; GeForce specs list the (faster) fp16-accumulate rate explicitly.
+        """
+        key = canonical_dtype(dtype)
+        if key is None:
+            return None
+        if key == "fp16_fp16acc" and key not in self.peak_tflops:
+            key = "fp16"
+        return self.peak_tflops.get(key)
+
+    def matmul_peak(self, dtype: str) -> float | None:
+        """Rate for matrix multiplies: fp64 -> fp64_tensor if present else fp64; fp32 ->
+        fp32_tensor (AMD matrix cores) if present else fp32, never tf32 unless asked."""
+        key = canonical_dtype(dtype)
+        if key in ("fp64", "fp32"):
+            rate = self.peak_tflops.get(f"{key}_tensor")
+            return rate if rate is not None else self.peak_tflops.get(key)
+        return self.peak(dtype) if key is not None else None
+
+    def vector_peak(self, dtype: str) -> float | None:
+        """Rate for non-matrix (elementwise, reduction) work: fp64 -> fp64, anything else -> fp32."""
+        key = canonical_dtype(dtype)
+        if key is None:
+            return None
+        return self.peak_tflops.get("fp64" if key == "fp64" else "fp32")
+
+
+def _sourced_number(table: Any, section: str, key: str, where: str) -> tuple[float, str]:
+    if not isinstance(table, dict) or set(table) - {"value", "source"}:
+        raise TracekitError(f"{where}: [{section}] {key} must be {{ value = ..., source = \"...\" }}")
+    value, source = table.get("value"), table.get("source")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise TracekitError(f"{where}: [{section}] {key}.value must be a positive number")
+    if not isinstance(source, str) or not source.strip():
+        raise TracekitError(f"{where}: [{section}] {key} needs a non-empty source")
+    return float(value), source.strip()
+
+
+def _parse(data: bytes, where: str) -> DeviceSpec:
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        msg = str(exc).replace("\n", " ")
+        raise TracekitError(f"{where}: not valid TOML: {msg}") from None
+    unknown = sorted(set(doc) - _TOP_KEYS)
+    if unknown:
+        raise TracekitError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    for key in ("id", "name", "vendor"):
+        if not isinstance(doc.get(key), str) or not doc[key].strip():
+            raise TracekitError(f"{where}: missing or empty string key '{key}'")
+    if doc["vendor"] not in VENDORS:
+        raise TracekitError(f"{where}: vendor must be one of {', '.join(VENDORS)}")
+    patterns = doc.get("match", [])
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise TracekitError(f"{where}: match must be a list of regex strings")
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise TracekitError(f"{where}: bad match regex {pattern!r}: {exc}") from None
+    props = doc.get("match_properties", {})
+    if not isinstance(props, dict):
+        raise TracekitError(f"{where}: match_properties must be a table")
+    bounds = {}
+    for key in ("min_memory_gb", "max_memory_gb"):
+        value = doc.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise TracekitError(f"{where}: {key} must be a number (GB, 1e9 bytes)")
+        bounds[key] = None if value is None else float(value)
+
+    sources: dict[str, str] = {}
+    peaks: dict[str, float] = {}
+    memory: dict[str, float] = {}
+    for section, allowed, out in (("peak", PEAK_KEYS, peaks), ("memory", MEMORY_KEYS, memory)):
+        table = doc.get(section, {})
+        if not isinstance(table, dict):
+            raise TracekitError(f"{where}: [{section}] must be a table")
+        for key, entry in table.items():
+            if key not in allowed:
+                raise TracekitError(
+                    f"{where}: unknown [{section}] key '{key}' (allowed: {', '.join(allowed)})")
+            out[key], sources[f"{section}.{key}"] = _sourced_number(entry, section, key, where)
+    if not peaks and "bandwidth_gbs" not in memory:
+        raise TracekitError(f"{where}: needs at least one [peak] rate or memory.bandwidth_gbs")
+    l2 = memory.get("l2_bytes")
+    return DeviceSpec(
+        id=doc["id"].strip(), name=doc["name"].strip(), vendor=doc["vendor"],
+        peak_tflops=peaks, bandwidth_gbs=memory.get("bandwidth_gbs"),
+        l2_bytes=None if l2 is None else int(l2), sources=sources, path=where,
+        notes=str(doc.get("notes", "")).strip(), match=tuple(patterns), match_properties=props,
+        min_memory_gb=bounds["min_memory_gb"], max_memory_gb=bounds["max_memory_gb"],
+    )
+
+
+def load_spec(path: str | Path) -> DeviceSpec:
+    """Load one spec file; TracekitError naming the file when it is unreadable or malformed."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise TracekitError(f"{path}: cannot read spec file ({exc.strerror or exc})") from None
+    return _parse(data, str(path))
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin() -> tuple[DeviceSpec, ...]:
+    folder = resources.files("tracekit") / "specs"
+    files = sorted((f for f in folder.iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
+    specs = tuple(_parse(f.read_bytes(), str(f)) for f in files)
+    ids = [s.id for s in specs]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise TracekitError(f"builtin specs: duplicate id(s) {', '.join(dupes)}")
+    return specs
+
+
+def builtin_specs() -> list[DeviceSpec]:
+    """All specs shipped in tracekit/specs, sorted by file name (loaded once)."""
+    return list(_builtin())
+
+
+def spec_by_id(spec_id: str) -> DeviceSpec:
+    """The builtin spec with this id; TracekitError listing the known ids otherwise."""
+    for spec in _builtin():
+        if spec.id == spec_id:
+            return spec
+    known = ", ".join(s.id for s in _builtin())
+    raise TracekitError(f"unknown device spec '{spec_id}' (known: {known})")
+
+
+def resolve_spec(value: str) -> DeviceSpec:
+    """A `--spec` argument: a path to a .toml file, or a builtin id."""
+    if value.endswith(".toml") or Path(value).is_file():
+        return load_spec(value)
+    return spec_by_id(value)
+
+
+def _fits(spec: DeviceSpec, props: dict, name: str) -> bool:
+    if not any(re.search(p, name, re.IGNORECASE) for p in spec.match):
+        return False
+    for key, want in spec.match_properties.items():
+        if key not in props or props[key] != want:
+            return False
+    if spec.min_memory_gb is not None or spec.max_memory_gb is not None:
+        mem = props.get("totalGlobalMem")
+        if isinstance(mem, bool) or not isinstance(mem, (int, float)):
+            return False
+        gb = mem / 1e9
+        if spec.min_memory_gb is not None and gb < spec.min_memory_gb:
+            return False
+        if spec.max_memory_gb is not None and gb > spec.max_memory_gb:
+            return False
+    return True
+
+
+def match_device(props: dict) -> DeviceSpec | None:
+    """The builtin spec for one trace ``deviceProperties`` entry, or None when none or several fit."""
+    name = props.get("name") if isinstance(props, dict) else None
+    if not isinstance(name, str) or not name.strip():
+        return None
+    hits = [s for s in _builtin() if _fits(s, props, name)]
+    return hits[0] if len(hits) == 1 else None
