@@ -24,6 +24,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 COMMAND_MODULES = ("capture_cli", "check", "diff")
 
 
+@app.callback()
+def _root() -> None:
+    """Where the GPU time went: kernels, fusion and roofline floors from profiler traces."""
+
+
 class Format(str, Enum):
     table = "table"
     json = "json"

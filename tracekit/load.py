@@ -202,6 +202,7 @@ def _device_table(events: list, rows: list[tuple], launches: dict, ops: dict, cp
         cols["correlation"].append(corr if isinstance(corr, int) else -1)
         cols["launch"].append(launch_name)
         cols["graph"].append(graph)
+        cols["bytes"].append(float(args["bytes"]) if kind != "kernel" and "bytes" in args else np.nan)
         cols["op"].append(op)
         # step assignment uses the launch time (the CPU side), else the kernel's own start
         cols["step"].append(float(launch["ts"]) if launch and "ts" in launch else float(e["ts"]))
@@ -252,9 +253,11 @@ def _op_columns(cols: dict[str, list], source: str) -> None:
     """Expand the op events in ``cols['op']`` into the op_* columns."""
     ops = cols["op"]
     for col, key in (("op_dims", "Input Dims"), ("op_types", "Input type"),
-                     ("op_strides", "Input Strides"), ("op_concrete", "Concrete Inputs")):
+                     ("op_strides", "Input Strides"), ("op_concrete", "Concrete Inputs"),
+                     ("kernel_file", "kernel_file")):
         cols[col] = [(op.get("args") or {}).get(key) if op else None for op in ops]
     cols["op_source"] = [source if op else "" for op in ops]
+    cols["op_id"] = [id(op) if op else -1 for op in ops]
     cols["op"] = [op["name"] if op else None for op in ops]
 
 
@@ -293,6 +296,7 @@ def _cpu_table(cpu_ops: list[dict]) -> pd.DataFrame:
         cols["correlation"].append(-1)
         cols["launch"].append("")
         cols["graph"].append(False)
+        cols["bytes"].append(np.nan)
         cols["op"].append(e)
         cols["step"].append(float(e["ts"]))
     _op_columns(cols, "self")
@@ -303,7 +307,7 @@ def _finish(cols: dict[str, list]) -> pd.DataFrame:
     n = len(cols["name"])
     for c in ("category", "dtype", "bound", "cost_note"):
         cols[c] = [None] * n
-    for c in ("flops", "bytes", "floor_us", "gap"):
+    for c in ("flops", "floor_us", "gap"):
         cols[c] = [np.nan] * n
     cols["fused_ops"] = [None] * n
     df = pd.DataFrame(cols, columns=KERNEL_COLUMNS)

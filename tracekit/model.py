@@ -21,10 +21,13 @@ op_dims       object op's "Input Dims" (list per input) or None
 op_types      object op's "Input type" or None
 op_strides    object op's "Input Strides" or None
 op_concrete   object op's "Concrete Inputs" or None
-op_source     str    how ``op`` was found: "external_id", "graph_capture" or ""
+op_source     str    how ``op`` was found: "external_id", "graph_capture", "self" or ""
+kernel_file   str    Inductor kernel source path the op names (args "kernel_file"), or None
+op_id         int    identity of the launching op instance (kernels of one op call share it; -1 none)
 dtype         str    dtype the kernel computes in, set by cost ("bf16", "fp32", ...) or None
 flops         float  floating-point operations (NaN when no model applies)
-bytes         float  minimal bytes: inputs read once + outputs written once (NaN when unknown)
+bytes         float  minimal bytes: inputs read once + outputs written once (NaN when unknown);
+                     load fills it for memcpy/memset rows from the event's own byte count
 floor_us      float  max(flops/peak, bytes/bandwidth) in microseconds (NaN when unknown)
 bound         str    "compute" | "memory" | None
 gap           float  dur_us / floor_us (NaN when no floor)
@@ -41,7 +44,7 @@ import pandas as pd
 KERNEL_COLUMNS = [
     "name", "kind", "category", "device", "stream", "start_us", "dur_us", "grid", "block",
     "step", "correlation", "launch", "graph", "op", "op_dims", "op_types", "op_strides",
-    "op_concrete", "op_source", "dtype", "flops", "bytes", "floor_us", "bound", "gap",
+    "op_concrete", "op_source", "kernel_file", "op_id", "dtype", "flops", "bytes", "floor_us", "bound", "gap",
     "cost_note", "fused_ops",
 ]
 

@@ -1,0 +1,85 @@
+"""The explain pipeline: load → classify → map graph replays → fused ops → cost → roofline."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import orjson
+
+from .classify import classify
+from .cost.devices import load_spec, match_device, spec_by_id
+from .cost.roofline import apply_roofline, cost_rows
+from .errors import TracekitError
+from .fusion import fill_fused_ops
+from .load import load_trace
+from .model import Trace
+
+
+def is_mlx_input(path: Path) -> bool:
+    """A bare .dot graph, or a bundle whose meta.json says it holds MLX graphs."""
+    if path.suffix == ".dot":
+        return True
+    meta = path / "meta.json"
+    if path.is_dir() and meta.is_file():
+        try:
+            return orjson.loads(meta.read_bytes()).get("framework") == "mlx"
+        except (orjson.JSONDecodeError, AttributeError):
+            raise TracekitError(f"{meta}: invalid JSON") from None
+    return False
+
+
+def bundle_dir_of(path: Path) -> Path | None:
+    """The capture bundle a path belongs to (it holds kernel sources under kernels/), if any."""
+    folder = path if path.is_dir() else path.parent
+    return folder if (folder / "kernels").is_dir() or (folder / "meta.json").is_file() else None
+
+
+def choose_spec(trace: Trace, device: str | None, spec: str | None):
+    """--spec file, else --device id, else the spec matching the trace's device; None when unknown."""
+    if spec:
+        return load_spec(spec)
+    if device:
+        return spec_by_id(device)
+    if trace.is_cpu_only:
+        trace.warnings.append("CPU-only trace: no floors unless --device or --spec names the CPU's ceilings")
+        return None
+    if not trace.device_properties:
+        trace.warnings.append("trace names no device: no floors (use --device or --spec)")
+        return None
+    found = match_device(trace.device_properties[0])
+    if found is None:
+        trace.warnings.append(f"unknown device {trace.device_name!r}: no floors rather than a wrong spec "
+                              "(use --device ID or --spec FILE)")
+    return found
+
+
+def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
+             bundle_dir: Path | None = None) -> Trace:
+    """Fill category, op (graph replays), fused_ops, cost and roofline columns in place."""
+    df = trace.kernels
+    if df["category"].isna().any():
+        classify(df)
+    if df["graph"].any() and importlib.util.find_spec("tracekit.graphs") is not None:
+        from .graphs import map_graph_kernels
+        map_graph_kernels(trace, bundle_dir)
+        df = trace.kernels
+    fill_fused_ops(df)
+    cost_rows(df, bundle_dir)
+    if device or spec or trace.spec is None:      # a loader may have chosen the spec (MLX graphs)
+        trace.spec = choose_spec(trace, device, spec)
+    trace.kernels = apply_roofline(df, trace.spec)
+    return trace
+
+
+def analyze_path(path: str | Path, step_marker: str | None = None, device: str | None = None,
+                 spec: str | None = None) -> list[Trace]:
+    """Everything ``explain`` shows, for a trace file, a capture bundle or an MLX graph."""
+    p = Path(path)
+    if not p.exists():
+        raise TracekitError(f"{p}: no such file or folder")
+    if is_mlx_input(p):
+        from .mlx_graph import load_mlx
+        return [annotate(t, device, spec) for t in load_mlx(p)]
+    trace = load_trace(p, step_marker)
+    return [annotate(trace, device, spec, bundle_dir_of(p))]

@@ -1,0 +1,145 @@
+"""The op cost registry: one small function per op, like torch.utils.flop_counter.
+
+A cost function receives an ``OpCall`` (the launching op's input shapes, dtypes, strides and
+concrete values as the profiler recorded them) and returns a ``Cost`` (FLOPs, minimal bytes, the
+dtype it computes in, which unit does the work) or a string saying why it cannot cost the call.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+from typing import Callable, Union
+
+# Kineto "Input type" strings -> (short dtype name, bytes per element)
+DTYPES: dict[str, tuple[str, int]] = {
+    "float": ("fp32", 4), "double": ("fp64", 8), "c10::Half": ("fp16", 2), "c10::BFloat16": ("bf16", 2),
+    "long int": ("int64", 8), "long": ("int64", 8), "int64_t": ("int64", 8), "int": ("int32", 4),
+    "short int": ("int16", 2), "short": ("int16", 2), "signed char": ("int8", 1), "unsigned char": ("uint8", 1),
+    "bool": ("bool", 1), "c10::Float8_e4m3fn": ("fp8", 1), "c10::Float8_e5m2": ("fp8", 1),
+    "c10::Float8_e4m3fnuz": ("fp8", 1), "c10::Float8_e5m2fnuz": ("fp8", 1), "c10::Float8_e8m0fnu": ("fp8", 1),
+    "c10::complex<float>": ("complex64", 8), "c10::complex<double>": ("complex128", 16),
+    "c10::complex<c10::Half>": ("complex32", 4), "unsigned int": ("uint32", 4),
+    "unsigned long": ("uint64", 8), "unsigned short": ("uint16", 2),
+}
+FLOAT_DTYPES = {"fp64", "fp32", "fp16", "bf16", "fp8"}
+
+
+@dataclass(frozen=True)
+class Tensor:
+    shape: tuple[int, ...]
+    dtype: str          # short name: fp32, bf16, ...
+    itemsize: int
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.itemsize
+
+
+@dataclass
+class OpCall:
+    """One launching op as recorded: ``dims``/``types``/``strides``/``concrete`` are Kineto's lists."""
+
+    name: str
+    dims: list
+    types: list
+    strides: list | None = None
+    concrete: list | None = None
+    kernel: str = ""        # the kernel name, when the op launched a kernel (hints tf32 etc.)
+
+    def tensor(self, i: int) -> Tensor | None:
+        """Input ``i`` as a tensor, or None when it is not one (Scalar, None, list)."""
+        if i >= len(self.dims) or i >= len(self.types):
+            return None
+        dtype = DTYPES.get(self.types[i])
+        shape = self.dims[i]
+        if dtype is None or not isinstance(shape, list) or any(not isinstance(d, int) for d in shape):
+            return None
+        return Tensor(tuple(shape), *dtype)
+
+    def tensors(self) -> list[Tensor]:
+        return [t for t in (self.tensor(i) for i in range(len(self.dims))) if t is not None]
+
+    def tensor_list(self, i: int) -> list[Tensor]:
+        """Input ``i`` as a TensorList (Kineto records a list of shapes); [] when it is not one."""
+        shapes = self.dims[i] if i < len(self.dims) else None
+        if not isinstance(shapes, list) or not shapes or not all(isinstance(s, list) for s in shapes):
+            return []
+        first = next((t for t in self.tensors()), None)
+        dtype = first.dtype if first else None
+        found = DTYPES.get(self.types[i]) if i < len(self.types) else None
+        if found:
+            dtype = found[0]
+        if dtype is None:
+            return []
+        size = {v[0]: v[1] for v in DTYPES.values()}[dtype]
+        return [Tensor(tuple(s), dtype, size) for s in shapes if all(isinstance(d, int) for d in s)]
+
+    def value(self, i: int):
+        """Concrete input ``i`` parsed as a Python literal ('False' -> False, '[1, 1]' -> [1, 1]), or None."""
+        if not self.concrete or i >= len(self.concrete) or self.concrete[i] in ("", None):
+            return None
+        text = self.concrete[i]
+        if not isinstance(text, str):
+            return text
+        try:
+            return ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            return {"True": True, "False": False, "None": None}.get(text.strip(), text)
+
+
+@dataclass(frozen=True)
+class Cost:
+    flops: float
+    bytes: float
+    dtype: str | None        # dtype the work is done in (selects the peak rate)
+    unit: str = "vector"     # "matrix" (tensor cores) or "vector"
+    model: str = ""          # which model produced it
+
+
+CostFn = Callable[[OpCall], Union[Cost, str]]
+COST_MODELS: dict[str, CostFn] = {}
+
+
+def register(*op_names: str) -> Callable[[CostFn], CostFn]:
+    """Register ``fn`` as the cost model of each op name (e.g. ``"aten::mm"``)."""
+    def wrap(fn: CostFn) -> CostFn:
+        for name in op_names:
+            COST_MODELS[name] = fn
+        return fn
+    return wrap
+
+
+def cost_of(call: OpCall) -> Cost | str:
+    """Cost of one op call, or the reason there is none."""
+    fn = COST_MODELS.get(call.name)
+    if fn is None:
+        return f"no cost model for {call.name}"
+    try:
+        return fn(call)
+    except (IndexError, TypeError, ValueError, ZeroDivisionError) as exc:
+        return f"{call.name}: inputs not understood ({type(exc).__name__})"
+
+
+def need(t: Tensor | None, what: str) -> Tensor:
+    """The tensor, or a ValueError naming what was missing (turned into a reason by cost_of)."""
+    if t is None:
+        raise ValueError(what)
+    return t
+
+
+def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy/PyTorch broadcasting of shapes."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(rank):
+        sizes = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0} - {1}
+        if len(sizes) > 1:
+            raise ValueError(f"shapes {shapes} do not broadcast")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)

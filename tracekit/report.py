@@ -1,0 +1,137 @@
+"""What explain prints: the JSON contract, CSV rows, and the rich table for people."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from .model import Trace
+
+KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "fused_ops",
+                 "kind", "step", "start_us", "stream", "device", "dtype", "launch", "graph", "op_source",
+                 "op_dims", "op_types", "grid", "block", "cost_note"]
+
+
+def _clean(value):
+    """JSON-safe scalar: NaN/None → None, numpy scalars → Python."""
+    if value is None:
+        return None
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) else float(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def step_table(trace: Trace) -> pd.DataFrame:
+    """One row per step: kernels, kernel time, floor sum, gap, GPU busy % and idle time between kernels."""
+    df = trace.kernels
+    inside = df[df["step"] >= 0]
+    rows = []
+    indices = [s.index for s in trace.steps] or [0]
+    names = {s.index: s.name for s in trace.steps}
+    for k in indices:
+        sk = inside[inside["step"] == k]
+        dur = sk["dur_us"].to_numpy(dtype=float)
+        floored = sk["floor_us"].notna().to_numpy()
+        floor = float(np.nansum(sk["floor_us"].to_numpy(dtype=float)))
+        costed_us = float(dur[floored].sum())
+        busy, window = _busy(sk["start_us"].to_numpy(dtype=float), dur)
+        rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=len(sk), kernel_us=float(dur.sum()),
+                         floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor > 0 else None,
+                         busy_pct=(100.0 * busy / window) if window > 0 else None,
+                         idle_us=(window - busy) if window > 0 else None, window_us=window,
+                         fused_ops=int(sk["fused_ops"].map(len).sum()) if len(sk) else 0))
+    return pd.DataFrame(rows)
+
+
+def _busy(start: np.ndarray, dur: np.ndarray) -> tuple[float, float]:
+    """Time covered by the union of [start, start+dur) and the span from first start to last end."""
+    if len(start) == 0:
+        return 0.0, 0.0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], start[order] + dur[order]
+    ends = np.maximum.accumulate(e)
+    gaps = np.clip(s[1:] - ends[:-1], 0, None).sum()
+    window = float(ends[-1] - s[0])
+    return window - float(gaps), window
+
+
+def explain_dict(trace: Trace) -> dict:
+    """The JSON contract: device, steps, kernels (one per execution, time order), summary."""
+    steps = step_table(trace)
+    df = trace.kernels
+    cols = [df[c].tolist() if c in df else [None] * len(df) for c in KERNEL_FIELDS]
+    kernels = [{f: _clean(v) for f, v in zip(KERNEL_FIELDS, row)} for row in zip(*cols)]
+    spec = trace.spec
+    device = {"name": trace.device_name,
+              "spec": spec.id if spec else None,
+              "spec_name": spec.name if spec else None,
+              "spec_path": spec.path if spec else None}
+    step_rows = [{k: _clean(v) for k, v in r.items()} for r in steps.to_dict("records")]
+    by_cat = df.groupby("category")["dur_us"].agg(["count", "sum"]) if len(df) else None
+    n_steps = max(1, len(trace.steps))
+    summary = {
+        "steps": len(step_rows),
+        "step_rule": trace.step_rule,
+        "kernels": len(df),
+        "kernels_outside_steps": int((df["step"] < 0).sum()) if len(df) else 0,
+        "kernels_per_step": [r["kernels"] for r in step_rows],
+        "kernel_us_per_step": [r["kernel_us"] for r in step_rows],
+        "floor_us_per_step": [r["floor_us"] for r in step_rows],
+        "gap_per_step": [r["gap"] for r in step_rows],
+        "busy_pct_per_step": [r["busy_pct"] for r in step_rows],
+        "idle_us_per_step": [r["idle_us"] for r in step_rows],
+        "kernel_us_total": float(df["dur_us"].sum()) if len(df) else 0.0,
+        "costed_time_pct": _clean(100.0 * df.loc[df["floor_us"].notna(), "dur_us"].sum() / df["dur_us"].sum())
+        if len(df) and df["dur_us"].sum() > 0 else None,
+        "by_category": {c: {"count": int(r["count"]), "count_per_step": float(r["count"]) / n_steps,
+                            "dur_us": float(r["sum"])} for c, r in by_cat.iterrows()} if by_cat is not None else {},
+        "measured": "kernel durations as the profiler recorded them (device time per kernel, not end-to-end)",
+    }
+    return {"trace": trace.path, "device": device, "steps": step_rows, "kernels": kernels,
+            "summary": summary, "warnings": list(trace.warnings)}
+
+
+def to_json(traces: list[Trace]) -> bytes:
+    if len(traces) == 1:
+        doc = explain_dict(traces[0])
+    else:
+        doc = {"graphs": [explain_dict(t) for t in traces]}
+    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+
+
+CSV_FIELDS = ["step", "name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "dtype",
+              "stream", "start_us", "fused_ops", "cost_note"]
+
+
+def to_csv(traces: list[Trace]) -> str:
+    frames = []
+    for g, t in enumerate(traces):
+        out = t.kernels[CSV_FIELDS].copy()
+        out["fused_ops"] = out["fused_ops"].map(lambda ops: "+".join(ops) if isinstance(ops, list) else "")
+        if len(traces) > 1:
+            out.insert(0, "graph", g)
+        frames.append(out)
+    return pd.concat(frames).to_csv(index=False) if frames else ""
+
+
+def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False) -> None:
+    """Write one format to stdout; warnings go to stderr."""
+    for t in traces:
+        for w in t.warnings:
+            print(f"tracekit: warning: {w}", file=sys.stderr)
+    if fmt == "json":
+        sys.stdout.buffer.write(to_json(traces) + b"\n")
+    elif fmt == "csv":
+        sys.stdout.write(to_csv(traces))
+    else:
+        from .report_table import print_tables
+        print_tables(traces, top=top, fusion=fusion)
+    sys.stdout.flush()

@@ -1,0 +1,108 @@
+"""The rich table view of explain: header, steps, then kernel groups by time."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from .model import Trace
+from .report import step_table
+
+
+def fmt_us(us) -> str:
+    if us is None or (isinstance(us, float) and math.isnan(us)):
+        return "-"
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.2f} µs"
+
+
+def fmt_count(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f}{unit}"
+    return f"{x:.0f}"
+
+
+def fmt_gap(x) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}×"
+
+
+def _shapes(dims) -> str:
+    if not isinstance(dims, list):
+        return ""
+    return " ".join("x".join(map(str, d)) if isinstance(d, list) and d and all(isinstance(v, int) for v in d)
+                    else "" for d in dims).strip()
+
+
+def short_name(name: str) -> str:
+    """A kernel name without 'void ', its argument list and long template arguments."""
+    name = name[5:] if name.startswith("void ") else name
+    depth, out = 0, []
+    for ch in name:
+        if ch == "(" and depth == 0:
+            break
+        depth += ch == "<"
+        depth -= ch == ">"
+        out.append(ch)
+    text = "".join(out)
+    return text if len(text) <= 70 else text[:67] + "..."
+
+
+def kernel_groups(trace: Trace) -> pd.DataFrame:
+    """Kernels grouped by (name, op, shapes), per-step means, sorted by time."""
+    df = trace.kernels
+    if df.empty:
+        return df
+    n_steps = max(1, len(trace.steps))
+    view = df.assign(shapes=df["op_dims"].map(_shapes), op_name=df["op"].fillna("-").astype(str),
+                     fused=df["fused_ops"].map(lambda o: "+".join(o) if isinstance(o, list) else ""),
+                     dtype_s=df["dtype"].fillna("-").astype(str), bound_s=df["bound"].fillna("-").astype(str))
+    g = view.groupby(["name", "op_name", "shapes", "category", "dtype_s", "bound_s", "fused"], sort=False, dropna=False)
+    out = g.agg(count=("dur_us", "size"), dur_us=("dur_us", "sum"), flops=("flops", "sum"),
+                bytes=("bytes", "sum"), floor_us=("floor_us", "sum"), floored=("floor_us", "count")).reset_index()
+    out["gap"] = out["dur_us"] / out["floor_us"].where(out["floored"] == out["count"])
+    for c in ("count", "dur_us", "flops", "bytes", "floor_us"):
+        out[c] = out[c] / n_steps
+    return out.sort_values("dur_us", ascending=False)
+
+
+def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False) -> None:
+    console = Console(width=max(Console().width, 160))
+    for gi, trace in enumerate(traces):
+        spec = trace.spec
+        title = f"graph {gi}: " if len(traces) > 1 else ""
+        console.print(f"[bold]{title}{trace.path}[/bold]")
+        console.print(f"device: {trace.device_name or 'none named'}   spec: "
+                      f"{f'{spec.id} ({spec.name})' if spec else 'none: no floors'}")
+        console.print(f"steps: {len(trace.steps) or 1} (rule: {trace.step_rule})   "
+                      "measured: per-kernel device time as recorded by the profiler")
+        steps = step_table(trace)
+        st = Table(title="per step", show_edge=False)
+        for col in ("step", "kernels", "kernel time", "floor", "gap", "GPU busy", "idle between kernels"):
+            st.add_column(col, justify="right")
+        for r in steps.itertuples():
+            st.add_row(str(r.name), str(r.kernels), fmt_us(r.kernel_us), fmt_us(r.floor_us), fmt_gap(r.gap),
+                       "-" if r.busy_pct is None or pd.isna(r.busy_pct) else f"{r.busy_pct:.0f}%", fmt_us(r.idle_us))
+        console.print(st)
+        groups = kernel_groups(trace)
+        kt = Table(title=f"top kernels (per step, mean over {max(1, len(trace.steps))} steps)", show_edge=False)
+        for col in ("kernel", "category", "op", "shapes", "dtype", "count", "time", "FLOPs", "bytes", "floor",
+                    "bound", "gap"):
+            kt.add_column(col, justify="left" if col in ("kernel", "category", "op", "shapes", "dtype") else "right",
+                          overflow="ellipsis", no_wrap=col == "kernel", max_width=60 if col == "kernel" else 28)
+        for r in groups.head(top).itertuples():
+            kt.add_row(short_name(r.name), r.category, r.op_name, r.shapes, r.dtype_s, f"{r.count:g}", fmt_us(r.dur_us),
+                       fmt_count(r.flops if r.flops else float("nan")), fmt_count(r.bytes if r.bytes else float("nan")),
+                       fmt_us(r.floor_us if r.floor_us else float("nan")), r.bound_s, fmt_gap(r.gap))
+        console.print(kt)
+        if fusion:
+            from .fusion_view import print_fusion
+            print_fusion(console, trace)
