@@ -191,6 +191,8 @@ def _device_table(events: list, rows: list[tuple], launches: dict, ops: dict, cp
             op = _enclosing(ops.get(ext), launch)
             if op is None:
                 unresolved.append((len(cols["name"]), launch))
+        elif launch is None and "External id" in args:     # launch event not kept: trust the id
+            op = ops.get(args["External id"])
         cols["name"].append(e["name"])
         cols["kind"].append(kind)
         cols["device"].append(_as_int(args.get("device", e.get("pid")), 0))

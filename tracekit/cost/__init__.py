@@ -1,1 +1,5 @@
-"""Cost models: per-op FLOP and byte counts, device specs and roofline floors."""
+"""Cost models: per-op FLOP and byte counts, device specs and roofline floors.
+
+Importing the package registers every op model (one module per family of ops)."""
+
+from . import ops_attention, ops_conv, ops_matmul, ops_pointwise, ops_reduce  # noqa: F401

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from dataclasses import dataclass
 from typing import Callable, Union
 
@@ -24,6 +25,10 @@ DTYPES: dict[str, tuple[str, int]] = {
     "unsigned long": ("uint64", 8), "unsigned short": ("uint16", 2),
 }
 FLOAT_DTYPES = {"fp64", "fp32", "fp16", "bf16", "fp8"}
+_OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
+_KERNEL_DTYPES = [(re.compile(p), d) for p, d in (
+    (r"BFloat16|bfloat16|bf16", "bf16"), (r"c10::Half|\bhalf\b|fp16", "fp16"),
+    (r"\bdouble\b", "fp64"), (r"<float\b|\bfloat>|\(float\b|, float\b", "fp32"))]
 
 
 @dataclass(frozen=True)
@@ -71,14 +76,22 @@ class OpCall:
         if not isinstance(shapes, list) or not shapes or not all(isinstance(s, list) for s in shapes):
             return []
         first = next((t for t in self.tensors()), None)
-        dtype = first.dtype if first else None
-        found = DTYPES.get(self.types[i]) if i < len(self.types) else None
-        if found:
-            dtype = found[0]
-        if dtype is None:
-            return []
-        size = {v[0]: v[1] for v in DTYPES.values()}[dtype]
+        dtype = first.dtype if first else self.kernel_dtype()
+        opaque = _OPAQUE.search(self.kernel)
+        if dtype is not None:
+            size = {v[0]: v[1] for v in DTYPES.values()}[dtype]
+        elif opaque:                      # ATen's cat kernel names only the element size
+            dtype, size = f"opaque{opaque.group(1)}", int(opaque.group(1))
+        else:
+            raise ValueError("TensorList dtype not recorded and not in the kernel name")
         return [Tensor(tuple(s), dtype, size) for s in shapes if all(isinstance(d, int) for d in s)]
+
+    def kernel_dtype(self) -> str | None:
+        """The element type a kernel's template arguments name (c10::BFloat16, c10::Half, float)."""
+        for pattern, dtype in _KERNEL_DTYPES:
+            if pattern.search(self.kernel):
+                return dtype
+        return None
 
     def value(self, i: int):
         """Concrete input ``i`` parsed as a Python literal ('False' -> False, '[1, 1]' -> [1, 1]), or None."""

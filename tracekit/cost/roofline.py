@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import ops_attention, ops_conv, ops_matmul, ops_pointwise, ops_reduce  # noqa: F401  (registration)
 from .registry import Cost, OpCall, cost_of
 from .triton import INDUCTOR_KERNEL, read_roles, triton_cost
 
@@ -64,6 +63,9 @@ def cost_rows(df: pd.DataFrame, bundle_dir: Path | None = None) -> pd.DataFrame:
             note.append(cost)
             unit.append(None)
     df["dtype"], df["flops"], df["bytes"], df["cost_note"] = dtype, flops, nbytes, note
+    no_op = df["op"].isna() & (df["kind"] == "kernel")
+    df.loc[no_op & df["graph"], "cost_note"] = "graph replay: no capture-time op (tracekit capture maps it)"
+    df.loc[no_op & ~df["graph"] & (df["launch"] == ""), "cost_note"] = "launch event not in the trace: op unknown"
     df["_unit"] = unit
     _share_op_cost(df)
     return df

@@ -1,0 +1,97 @@
+"""Cost models on the design's worked example, Y = relu(X Wᵀ + b), X [B,1024], W [1024,1024], bf16.
+
+These feed OpCalls built by hand in the profiler's own format (synthetic inputs, labelled as such);
+the same numbers are pinned on real H200 captures in test_h200_captures.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracekit.cost.devices import spec_by_id
+from tracekit.cost.registry import OpCall, cost_of
+
+BF16 = "c10::BFloat16"
+
+
+@pytest.mark.parametrize("B", [1, 128])
+def test_addmm_flops_and_bytes(B):
+    call = OpCall("aten::addmm", [[1024], [B, 1024], [1024, 1024], [], []], [BF16, BF16, BF16, "Scalar", "Scalar"])
+    cost = cost_of(call)
+    assert cost.flops == 2 * B * 1024 * 1024
+    assert cost.bytes == 2 * (B * 1024 + 1024 * 1024 + 1024 + B * 1024)
+    assert cost.dtype == "bf16" and cost.unit == "matrix"
+
+
+def test_linear_matches_addmm():
+    lin = cost_of(OpCall("aten::linear", [[128, 1024], [1024, 1024], [1024]], [BF16] * 3))
+    assert lin.flops == 2 * 128 * 1024 * 1024
+    assert lin.bytes == 2 * (128 * 1024 + 1024 * 1024 + 1024 + 128 * 1024)
+
+
+def test_relu_reads_and_writes_once():
+    cost = cost_of(OpCall("aten::relu", [[128, 1024]], [BF16]))
+    assert cost.bytes == 2 * 2 * 128 * 1024
+
+
+def test_split_floor_adds_the_intermediate_round_trip():
+    """Two kernels: floors add, and the split writes and re-reads Y [B, N]: 2·(2·B·N) extra bytes."""
+    B, N = 128, 1024
+    gemm = cost_of(OpCall("aten::addmm", [[N], [B, 1024], [1024, N], [], []], [BF16, BF16, BF16, "Scalar", "Scalar"]))
+    relu = cost_of(OpCall("aten::relu", [[B, N]], [BF16]))
+    one_kernel_bytes = 2 * (B * 1024 + 1024 * N + N + B * N)
+    assert gemm.bytes + relu.bytes - one_kernel_bytes == 2 * (2 * B * N)
+
+
+def test_floor_is_max_of_compute_and_memory_on_h200():
+    spec = spec_by_id("h200")
+    B = 128
+    flops, nbytes = 2 * B * 1024 * 1024, 2 * (B * 1024 + 1024 * 1024 + 1024 + B * 1024)
+    compute_us = flops / (spec.matmul_peak("bf16") * 1e6)
+    memory_us = nbytes / (spec.bandwidth_gbs * 1e3)
+    assert memory_us > compute_us          # B = 128 is memory-bound on an H200
+
+
+def test_causal_attention_halves_flops():
+    dims = [[2, 8, 512, 64]] * 3 + [[], [], []]
+    types = [BF16] * 3 + ["Scalar"] * 3
+    full = cost_of(OpCall("aten::_scaled_dot_product_flash_attention", dims, types, concrete=["", "", "", "0.", "False", "False"]))
+    causal = cost_of(OpCall("aten::_scaled_dot_product_flash_attention", dims, types, concrete=["", "", "", "0.", "True", "False"]))
+    assert full.flops == 4 * 2 * 8 * 512 * 512 * 64
+    assert causal.flops == full.flops / 2
+    assert full.bytes == 4 * 2 * (2 * 8 * 512 * 64)
+
+
+def test_conv2d_flops_from_recorded_stride_and_padding():
+    # aten::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    call = OpCall("aten::convolution", [[8, 3, 224, 224], [64, 3, 11, 11], [64], [], [], [], [], [], []],
+                  ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+                  concrete=["", "", "", "[4, 4]", "[2, 2]", "[1, 1]", "False", "[0, 0]", "1"])
+    cost = cost_of(call)
+    out = (224 + 4 - 11) // 4 + 1            # 55
+    assert cost.flops == 2 * 8 * 64 * out * out * 3 * 11 * 11
+    assert cost.bytes == 4 * (8 * 3 * 224 * 224 + 64 * 3 * 11 * 11 + 64 + 8 * 64 * out * out)
+
+
+def test_broadcast_add_writes_the_broadcast_shape():
+    cost = cost_of(OpCall("aten::add", [[128, 1024], [1024], []], [BF16, BF16, "Scalar"]))
+    assert cost.bytes == 2 * (128 * 1024 + 1024 + 128 * 1024)
+
+
+def test_in_place_add_writes_its_first_input():
+    cost = cost_of(OpCall("aten::add_", [[128, 1024], [128, 1024], []], ["float", "float", "Scalar"]))
+    assert cost.bytes == 4 * 3 * 128 * 1024
+
+
+def test_sum_over_one_dim():
+    cost = cost_of(OpCall("aten::sum", [[64, 1024], [], [], []], ["float", "ScalarList", "Scalar", ""],
+                          concrete=["", "[1]", "False", ""]))
+    assert cost.bytes == 4 * (64 * 1024 + 64)
+
+
+def test_unknown_op_says_why():
+    assert cost_of(OpCall("aten::frobnicate", [[4]], ["float"])) == "no cost model for aten::frobnicate"
+
+
+def test_geforce_bf16_rate_is_half_fp16_accumulate():
+    spec = spec_by_id("rtx4090")
+    assert spec.matmul_peak("bf16") == pytest.approx(spec.peak("fp16_fp16acc") / 2, rel=1e-3)  # datasheet rounding

@@ -1,0 +1,101 @@
+"""Unusable input: one line on stderr naming the file and the problem, exit 2, no traceback.
+
+The broken files here are synthetic (made by each test), not traces."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from conftest import PEERS, run_cli
+
+REAL = PEERS / "hta/triton_example_triton_example.json.gz"
+
+
+def _assert_clean_error(proc, *words):
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    assert proc.stdout == ""
+
+
+def test_missing_file(tmp_path):
+    _assert_clean_error(run_cli("explain", tmp_path / "nope.json"), "nope.json", "no such file")
+
+
+def test_folder_without_trace(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    _assert_clean_error(run_cli("explain", tmp_path), "holds no trace")
+
+
+def test_invalid_json(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    _assert_clean_error(run_cli("explain", bad), "bad.json", "invalid JSON")
+
+
+def test_truncated_json_inside_valid_gzip(tmp_path):
+    text = gzip.open(REAL).read()
+    bad = tmp_path / "cut.json.gz"
+    bad.write_bytes(gzip.compress(text[: len(text) // 2]))
+    _assert_clean_error(run_cli("explain", bad), "cut.json.gz", "invalid JSON")
+
+
+def test_truncated_gzip(tmp_path):
+    raw = REAL.read_bytes()
+    bad = tmp_path / "short.json.gz"
+    bad.write_bytes(raw[: len(raw) // 2])
+    _assert_clean_error(run_cli("explain", bad), "short.json.gz", "gzip")
+
+
+def test_bad_gzip(tmp_path):
+    bad = tmp_path / "junk.json.gz"
+    bad.write_bytes(b"\x1f\x8b" + b"\x00garbage" * 10)
+    _assert_clean_error(run_cli("explain", bad), "junk.json.gz", "gzip")
+
+
+def test_json_without_trace_events(tmp_path):
+    bad = tmp_path / "other.json"
+    bad.write_text('{"hello": 1}')
+    _assert_clean_error(run_cli("explain", bad), "other.json", "traceEvents")
+
+
+@pytest.mark.parametrize("event, words", [
+    ({"ph": "X", "cat": "kernel", "name": "k", "ts": 1.0}, ("event #0", "'dur'")),
+    ({"ph": "X", "cat": "kernel", "ts": 1.0, "dur": 2.0}, ("event #0", "'name'")),
+    ({"ph": "X", "cat": "kernel", "name": "k", "ts": 1.0, "dur": -3.0}, ("event #0", "negative duration")),
+    ({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": "x", "dur": 1.0}, ("event #0", "non-numeric")),
+])
+def test_events_with_missing_or_bad_fields(tmp_path, event, words):
+    import json
+    bad = tmp_path / "ev.json"
+    bad.write_text(json.dumps({"traceEvents": [event]}))
+    _assert_clean_error(run_cli("explain", bad), "ev.json", *words)
+
+
+def test_bad_step_marker_regex():
+    _assert_clean_error(run_cli("explain", REAL, "--step-marker", "("), "--step-marker", "regex")
+
+
+def test_step_marker_matching_nothing():
+    _assert_clean_error(run_cli("explain", REAL, "--step-marker", "NoSuchStep"), "matches no event")
+
+
+def test_unknown_device_id():
+    _assert_clean_error(run_cli("explain", REAL, "--device", "tpu9"), "unknown device spec")
+
+
+def test_unknown_format_is_usage_error():
+    proc = run_cli("explain", REAL, "--format", "yaml")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_input_file_is_left_untouched(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    run_cli("explain", bad)
+    assert bad.read_text() == "{not json"

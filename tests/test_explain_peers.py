@@ -1,0 +1,129 @@
+"""explain on the 20 real peer traces (HTA's and TraceLens's test data, see data/peers/SOURCES.md)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from tracekit.analyze import analyze_path
+
+from conftest import PEERS, explain_json, run_cli
+
+ALL_PEERS = sorted(PEERS.glob("*/*.json.gz"))
+
+
+def raw_events(path):
+    return json.loads(gzip.open(path).read())["traceEvents"]
+
+
+def test_all_twenty_peer_traces_are_present():
+    assert len(ALL_PEERS) == 20
+
+
+@pytest.mark.parametrize("path", ALL_PEERS, ids=lambda p: p.name[:40])
+def test_every_peer_trace_explains_without_dropping_kernels(path):
+    proc = run_cli("explain", path, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    doc = json.loads(proc.stdout)
+    device_events = [e for e in raw_events(path) if e.get("ph") == "X"
+                     and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    if device_events:
+        assert len(doc["kernels"]) == len(device_events)
+        assert sum(doc["summary"]["kernels_per_step"]) + doc["summary"]["kernels_outside_steps"] == len(device_events)
+
+
+@pytest.mark.parametrize("path", ALL_PEERS, ids=lambda p: p.name[:40])
+def test_at_least_95_percent_of_kernel_time_is_classified(path):
+    df = analyze_path(path)[0].kernels
+    if df["dur_us"].sum() == 0:
+        pytest.skip("no timed rows")
+    other = df.loc[df["category"] == "other", "dur_us"].sum()
+    assert other / df["dur_us"].sum() < 0.05
+
+
+def test_durations_are_exact_not_rounded():
+    path = PEERS / "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
+    raw = [e for e in raw_events(path) if e.get("cat") == "kernel"]
+    doc = explain_json(path)
+    by_start = {k["start_us"]: k["dur_us"] for k in doc["kernels"]}
+    for e in raw:
+        assert by_start[float(e["ts"])] == float(e["dur"])
+    assert any(0 < e["dur"] < 1 or e["dur"] != int(e["dur"]) for e in raw)
+
+
+def test_h100_bert_transformer_is_costed_and_flash_attention_flops():
+    doc = explain_json(PEERS / "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz")
+    assert doc["device"]["spec"] == "h100-sxm"
+    assert doc["summary"]["kernels_per_step"] == [61]
+    assert doc["summary"]["costed_time_pct"] >= 90
+    flash = [k for k in doc["kernels"] if k["op"] == "aten::_flash_attention_forward"]
+    assert len(flash) == 4 and all(k["category"] == "attention" for k in flash)
+    # q, k, v [1, 141, 8, 64] (B, S, H, D), not causal: 2 products of 2·B·H·S·S·D
+    assert flash[0]["flops"] == 4 * 1 * 8 * 141 * 141 * 64
+    assert flash[0]["fused_ops"] == ["mm", "softmax", "mm"]
+    gemm = [k for k in doc["kernels"] if k["op"] == "aten::addmm" and k["op_dims"][1] == [141, 512]
+            and k["op_dims"][2] == [512, 30522]]
+    assert gemm and gemm[0]["flops"] == 2 * 141 * 512 * 30522
+    assert gemm[0]["bytes"] == 2 * (30522 + 141 * 512 + 512 * 30522 + 141 * 30522)
+
+
+def test_old_trace_links_ops_by_time_containment():
+    """AlexNet A100 trace: External id on kernels equals the correlation id, so ops come from containment."""
+    df = analyze_path(PEERS / "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz")[0].kernels
+    convs = df[df["category"] == "conv"]
+    assert len(convs) > 0 and set(convs["op"].dropna()) <= {"aten::cudnn_convolution", "aten::convolution_backward"}
+    assert df["op"].notna().all()
+
+
+def test_graph_replay_kernels_are_marked():
+    df = analyze_path(PEERS / "tracelens/inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz")[0].kernels
+    assert int(df["graph"].sum()) == 544
+    assert set(df.loc[df["graph"], "launch"]) == {"hipGraphLaunch"}
+
+
+def test_unknown_device_gets_no_floors_and_says_so():
+    proc = run_cli("explain", PEERS / "hta/mtia_inference_trace_mtia_inference_rank_0.json.gz", "--format", "json")
+    doc = json.loads(proc.stdout)
+    assert doc["device"]["spec"] is None
+    assert all(k["floor_us"] is None for k in doc["kernels"])
+    assert "no device kernels" in proc.stderr
+
+
+def test_mi250_generic_name_matches_per_gcd_spec():
+    doc = explain_json(PEERS / "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    assert doc["device"]["name"] == "AMD Radeon Graphics"
+    assert doc["device"]["spec"] == "mi250"
+    # every launch falls inside ProfilerStep#1; ProfilerStep#2 (49 µs) launches nothing
+    assert doc["summary"]["kernels_per_step"] == [16, 0]
+
+
+def test_device_override_changes_floors():
+    path = PEERS / "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
+    h100 = explain_json(path)
+    h200 = explain_json(path, "--device", "h200")
+    assert h200["device"]["spec"] == "h200"
+    assert h200["summary"]["floor_us_per_step"][0] < h100["summary"]["floor_us_per_step"][0]
+
+
+def test_step_marker_selects_steps():
+    doc = explain_json(PEERS / "hta/nccl_parser_config_nccl_data.json.gz", "--step-marker", r"^ProfilerStep#[45]$")
+    assert doc["summary"]["steps"] == 2
+    assert doc["summary"]["step_rule"] == r"marker:^ProfilerStep#[45]$"
+
+
+def test_csv_has_one_row_per_kernel():
+    path = PEERS / "tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz"
+    proc = run_cli("explain", path, "--format", "csv")
+    assert proc.returncode == 0
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("step,name,category,op,dur_us,flops,bytes,floor_us")
+    assert len(lines) == 1 + 61
+
+
+def test_table_names_device_spec_and_steps():
+    proc = run_cli("explain", PEERS / "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz")
+    assert proc.returncode == 0
+    assert "h100-sxm" in proc.stdout and "ProfilerStep#6" in proc.stdout and "gemm" in proc.stdout
