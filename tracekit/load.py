@@ -19,7 +19,8 @@ import pandas as pd
 from .errors import TracekitError
 from .model import KERNEL_COLUMNS, Step, Trace
 
-DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
+                     "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "mtia_runtime"}
 CPU_OP_CATEGORIES = {"cpu_op", "operator"}
 GRAPH_LAUNCHES = {"cudaGraphLaunch", "cudaGraphLaunch_v10000", "hipGraphLaunch", "cuGraphLaunch"}
@@ -104,38 +105,42 @@ def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
     ops: dict[int, dict] = {}              # External id -> cpu op
     cpu_ops: list[dict] = []
     step_events: list[dict] = []
+    get_kind = DEVICE_CATEGORIES.get
     for i, e in enumerate(events):
-        if not isinstance(e, dict):
-            raise _bad_event(p, i, "is not a JSON object")
-        if e.get("ph") != "X":
-            continue
+        try:
+            if e.get("ph") != "X":
+                continue
+        except AttributeError:
+            raise _bad_event(p, i, "is not a JSON object") from None
         cat = e.get("cat")
-        kind = DEVICE_CATEGORIES.get(cat.lower() if isinstance(cat, str) else cat)
+        kind = get_kind(cat)
         if kind is not None:
             if "name" not in e:
                 raise _bad_event(p, i, f"({cat}) has no 'name' field")
             _interval_fields(e, p, i)
             device_rows.append((i, kind))
-            continue
-        name = e.get("name")
-        if cat in LAUNCH_CATEGORIES:
+        elif cat in LAUNCH_CATEGORIES:
             corr = (e.get("args") or {}).get("correlation")
             if corr is not None:
                 launches[corr] = e
-            continue
-        is_step = isinstance(name, str) and (marker.search(name) if marker else PROFILER_STEP.match(name))
-        if cat in CPU_OP_CATEGORIES:
+        elif cat in CPU_OP_CATEGORIES:
             _interval_fields(e, p, i)
             ext = (e.get("args") or {}).get("External id")
             if ext is not None:
                 ops.setdefault(ext, e)
-            if is_step:
+            name = e.get("name") or ""
+            if marker is not None and marker.search(name):
                 step_events.append(e)
-            elif not PROFILER_STEP.match(name or ""):
+            elif name.startswith("ProfilerStep#"):
+                if marker is None:
+                    step_events.append(e)
+            else:
                 cpu_ops.append(e)
-        elif is_step and (cat == "user_annotation" or (marker and cat == "python_function")):
-            _interval_fields(e, p, i)
-            step_events.append(e)
+        elif cat == "user_annotation" or (marker is not None and cat == "python_function"):
+            name = e.get("name")
+            if isinstance(name, str) and (marker.search(name) if marker is not None else PROFILER_STEP.match(name)):
+                _interval_fields(e, p, i)
+                step_events.append(e)
 
     steps, step_rule = _steps(step_events, marker, step_marker)
     props = meta.get("deviceProperties") or []
@@ -225,11 +230,12 @@ def _enclosing(op: dict | None, launch: dict) -> dict | None:
 
 def _innermost_ops(launches: list[dict], cpu_ops: list[dict]) -> list[dict | None]:
     """For each launch, the innermost CPU op on its thread whose interval holds it (a stack sweep)."""
+    starts = np.array([op["ts"] for op in cpu_ops], dtype=float)
+    durs = np.array([op["dur"] for op in cpu_ops], dtype=float)
     by_thread: dict = {}
-    for op in cpu_ops:
+    for k in np.lexsort((-durs, starts)).tolist():     # by start, the enclosing op first
+        op = cpu_ops[k]
         by_thread.setdefault(op.get("tid"), []).append(op)
-    for thread_ops in by_thread.values():
-        thread_ops.sort(key=lambda e: (float(e["ts"]), -float(e["dur"])))
     order = sorted(range(len(launches)), key=lambda k: (launches[k].get("tid") or 0, float(launches[k]["ts"])))
     found: list[dict | None] = [None] * len(launches)
     tid, stack, pos, thread_ops = object(), [], 0, []

@@ -44,9 +44,11 @@ def cost_rows(df: pd.DataFrame, bundle_dir: Path | None = None) -> pd.DataFrame:
         return df
     memo: dict = {}
     dtype, flops, nbytes, note, unit = [], [], [], [], []
-    for row in zip(df["name"], df["kind"], df["op"], df["op_dims"], df["op_types"], df["op_strides"],
-                   df["op_concrete"], df["kernel_file"], df["fused_ops"], df["bytes"]):
-        key = (row[0], row[1], row[2], repr(row[3]), repr(row[4]), repr(row[6]), row[9])
+    columns = ("name", "kind", "op", "op_dims", "op_types", "op_strides", "op_concrete", "kernel_file",
+               "fused_ops", "bytes")
+    for row in zip(*(df[c].tolist() for c in columns)):
+        event_bytes = row[9] if row[9] == row[9] else None          # NaN never equals itself: no memo key
+        key = (row[0], row[1], row[2], repr(row[3]), repr(row[4]), repr(row[6]), row[7], event_bytes)
         cost = memo.get(key)
         if cost is None:
             cost = memo[key] = _row_cost(*row[:8], row[8], bundle_dir, row[9])
