@@ -97,3 +97,11 @@ def flash_backward(call: OpCall) -> Cost:
     # grad_out, q, k, v, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, ...
     q, k, v = _qkv(call, first=1)
     return _attention(q, k, v, bool(call.value(11)), "BSHD", [], "flash backward: 2.5× forward", True)
+
+
+@register("aten::_cudnn_attention_forward")
+def cudnn_forward(call: OpCall) -> Cost:
+    # q, k, v, attn_bias, cum_seq_q, cum_seq_k, max_q, max_k, compute_log_sumexp, dropout_p, is_causal, ...
+    q, k, v = _qkv(call)
+    bias = call.tensor(3)
+    return _attention(q, k, v, bool(call.value(10)), "BHSD", [bias] if bias else [], "cudnn forward: 4·B·H·Sq·Sk·D")

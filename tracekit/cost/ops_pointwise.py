@@ -107,3 +107,23 @@ def gather_rows(call: OpCall) -> Cost:
     return Cost(flops=0.0, bytes=float(index.nbytes + 2 * moved), dtype=table.dtype, unit="vector",
                 model="gather: indices + gathered rows read once, result written once")
 
+
+
+@register("aten::_foreach_copy_", "aten::_foreach_add_", "aten::_foreach_mul_", "aten::_foreach_addcmul_",
+          "aten::_foreach_addcdiv_", "aten::_foreach_sub_", "aten::_foreach_div_", "aten::_foreach_lerp_",
+          "aten::_foreach_zero_", "aten::_foreach_sqrt", "aten::_foreach_add", "aten::_foreach_mul")
+def foreach(call: OpCall) -> Cost:
+    """Multi-tensor ops over tensor lists: every list read once, the first list (or a new one) written."""
+    lists = [call.tensor_list(i) for i in range(len(call.dims))]
+    lists = [tl for tl in lists if tl]
+    if not lists:
+        raise ValueError("no tensor lists")
+    first = sum(t.nbytes for t in lists[0])
+    read = sum(t.nbytes for tl in lists for t in tl)
+    if call.name == "aten::_foreach_copy_":
+        read -= first                              # the destination is only written
+    elif call.name == "aten::_foreach_zero_":
+        read = 0
+    numel = sum(t.numel for t in lists[0])
+    return Cost(flops=float(numel * (len(lists) > 1)), bytes=float(read + first), dtype=lists[0][0].dtype,
+                unit="vector", model="foreach: lists read once, result list written once")

@@ -1,0 +1,93 @@
+"""Real values pinned on the H200 captures in captures/h200 (torch 2.11.0+cu130, see its README)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from conftest import H200, explain_json
+
+B_VALUES = [1, 128]
+
+
+def gemm_bytes(B: int) -> int:
+    return 2 * (B * 1024 + 1024 * 1024 + 1024 + B * 1024)
+
+
+def step_kernels(doc: dict, step: int = 0) -> list[dict]:
+    return [k for k in doc["kernels"] if k["step"] == step]
+
+
+@pytest.mark.parametrize("B", B_VALUES)
+def test_seed_eager_two_kernels_gemm_and_relu(B):
+    doc = explain_json(H200 / f"seed_eager_b{B}.json.gz")
+    assert doc["device"] == {**doc["device"], "name": "NVIDIA H200", "spec": "h200"}
+    assert doc["summary"]["kernels_per_step"] == [2] * 5
+    gemm, relu = step_kernels(doc)
+    assert gemm["category"] == "gemm" and gemm["op"] == "aten::addmm"
+    assert gemm["flops"] == 2 * B * 1024 * 1024
+    assert gemm["bytes"] == gemm_bytes(B)
+    assert gemm["fused_ops"] == ["mm", "add"]          # nvjet ..._bias_ epilogue
+    assert relu["category"] == "elementwise"
+    assert relu["bytes"] == 2 * 2 * B * 1024
+    assert gemm["bound"] == "memory"                    # at both sizes on an H200
+    assert gemm["floor_us"] == pytest.approx(gemm_bytes(B) / 4.8e6)  # 4.8 TB/s, in µs
+
+
+def test_seed_durations_equal_the_trace():
+    path = H200 / "seed_eager_b128.json.gz"
+    raw = [e for e in json.loads(gzip.open(path).read())["traceEvents"] if e.get("cat") == "kernel"]
+    doc = explain_json(path)
+    assert sorted(k["dur_us"] for k in doc["kernels"]) == sorted(float(e["dur"]) for e in raw)
+    assert any(k["dur_us"] < 1.0 for k in doc["kernels"]) or any(k["dur_us"] != round(k["dur_us"]) for k in doc["kernels"])
+
+
+@pytest.mark.parametrize("B", B_VALUES)
+def test_seed_compile_gemm_plus_triton_relu(B):
+    doc = explain_json(H200 / f"seed_compile_b{B}.json.gz")
+    assert doc["summary"]["kernels_per_step"] == [2] * 5
+    gemm, relu = step_kernels(doc)
+    assert gemm["flops"] == 2 * B * 1024 * 1024 and gemm["bytes"] == gemm_bytes(B)
+    assert relu["name"] == "triton_poi_fused_relu_0" and relu["fused_ops"] == ["relu"]
+    # in-place relu on the GEMM output: one in_out_ptr, read and written (role from the kept source)
+    assert relu["bytes"] == 2 * 2 * B * 1024
+
+
+@pytest.mark.parametrize("B", B_VALUES)
+def test_seed_max_autotune_without_cudagraphs_is_one_fused_kernel(B):
+    doc = explain_json(H200 / f"seed_max-autotune-no-cudagraphs_b{B}.json.gz")
+    assert doc["summary"]["kernels_per_step"] == [1] * 5
+    (k,) = step_kernels(doc)
+    assert k["name"] == "triton_tem_fused_addmm_relu_t_0"
+    assert k["fused_ops"] == ["addmm", "relu"]
+    assert k["category"] == "gemm"
+    assert k["flops"] == 2 * B * 1024 * 1024
+    assert k["bytes"] == gemm_bytes(B)                  # the one-kernel floor of the worked example
+
+
+def test_seed_max_autotune_replays_a_cuda_graph():
+    """mode="max-autotune" adds CUDA graphs: an input-copy kernel, then the replayed fused kernel."""
+    doc = explain_json(H200 / "seed_max-autotune_b1.json.gz")
+    assert doc["summary"]["kernels_per_step"] == [2] * 5
+    copy, fused = step_kernels(doc)
+    assert copy["op"] == "aten::_foreach_copy_"
+    assert fused["name"] == "triton_tem_fused_addmm_relu_t_0" and fused["graph"] is True
+
+
+def test_transformer_block_is_costed_and_causal_attention_halves():
+    doc = explain_json(H200 / "block_eager.json.gz")
+    assert doc["summary"]["costed_time_pct"] >= 90
+    att = [k for k in step_kernels(doc) if k["category"] == "attention"]
+    assert len(att) == 1 and att[0]["op"] == "aten::_cudnn_attention_forward"
+    assert att[0]["flops"] == 4 * 4 * 16 * 512 * 512 * 64 / 2
+    cats = {k["category"] for k in step_kernels(doc)}
+    assert {"gemm", "attention", "norm", "elementwise"} <= cats
+
+
+def test_compiled_block_fuses_residual_add_into_layer_norm():
+    doc = explain_json(H200 / "block_compile.json.gz")
+    names = {tuple(k["fused_ops"]) for k in step_kernels(doc)}
+    assert ("add", "native_layer_norm") in names
+    assert doc["summary"]["kernels_per_step"][0] < explain_json(H200 / "block_eager.json.gz")["summary"]["kernels_per_step"][0]
