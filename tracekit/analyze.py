@@ -11,7 +11,7 @@ from .classify import classify
 from .cost.devices import load_spec, match_device, spec_by_id
 from .cost.roofline import apply_roofline, cost_rows
 from .errors import TracekitError
-from .fusion import fill_fused_ops
+from .fusion import annotate_fusion
 from .load import load_trace
 from .model import Trace
 
@@ -30,8 +30,12 @@ def is_mlx_input(path: Path) -> bool:
 
 
 def bundle_dir_of(path: Path) -> Path | None:
-    """The capture bundle a path belongs to (it holds kernel sources under kernels/), if any."""
+    """The capture bundle a path belongs to (it holds kernel sources under kernels/), if any; for a
+    bare trace file, a ``<trace stem>.kernels/`` folder next to it (raw captures keep sources there)."""
     folder = path if path.is_dir() else path.parent
+    sources = path.parent / (path.name.split(".json")[0] + ".kernels")
+    if path.is_file() and sources.is_dir():
+        return sources
     return folder if (folder / "kernels").is_dir() or (folder / "meta.json").is_file() else None
 
 
@@ -64,7 +68,7 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
         from .graphs import map_graph_kernels
         map_graph_kernels(trace, bundle_dir)
         df = trace.kernels
-    fill_fused_ops(df)
+    annotate_fusion(df, bundle_dir)
     cost_rows(df, bundle_dir)
     if device or spec or trace.spec is None:      # a loader may have chosen the spec (MLX graphs)
         trace.spec = choose_spec(trace, device, spec)

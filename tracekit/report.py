@@ -9,6 +9,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from .fusion import fusion_summary
 from .model import Trace
 
 KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "fused_ops",
@@ -67,8 +68,9 @@ def explain_dict(trace: Trace) -> dict:
     """The JSON contract: device, steps, kernels (one per execution, time order), summary."""
     steps = step_table(trace)
     df = trace.kernels
+    # orjson writes NaN as null and tolist() gives plain Python values, so rows need no per-value cleaning
     cols = [df[c].tolist() if c in df else [None] * len(df) for c in KERNEL_FIELDS]
-    kernels = [{f: _clean(v) for f, v in zip(KERNEL_FIELDS, row)} for row in zip(*cols)]
+    kernels = [dict(zip(KERNEL_FIELDS, row)) for row in zip(*cols)]
     spec = trace.spec
     device = {"name": trace.device_name,
               "spec": spec.id if spec else None,
@@ -95,6 +97,7 @@ def explain_dict(trace: Trace) -> dict:
                             "dur_us": float(r["sum"])} for c, r in by_cat.iterrows()} if by_cat is not None else {},
         "measured": "kernel durations as the profiler recorded them (device time per kernel, not end-to-end)",
     }
+    summary.update(fusion_summary(trace))
     return {"trace": trace.path, "device": device, "steps": step_rows, "kernels": kernels,
             "summary": summary, "warnings": list(trace.warnings)}
 

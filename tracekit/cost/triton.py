@@ -32,6 +32,8 @@ def read_roles(kernel_file: str | None, kernel: str, bundle_dir: Path | None) ->
     if not kernel_file or bundle_dir is None:
         return None
     copy = bundle_dir / "kernels" / Path(str(kernel_file)).name
+    if not copy.is_file():                  # raw captures: bundle_dir is the <trace stem>.kernels/ folder
+        copy = bundle_dir / Path(str(kernel_file)).name
     try:
         return pointer_roles(copy.read_text(errors="replace"), kernel)
     except OSError:
