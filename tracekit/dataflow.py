@@ -306,10 +306,13 @@ def graph_of(nodes: list[Node], values: list[Value]):
 
 # ---- per step: counts, fusion ratio, headroom ----------------------------------------------------
 
-def step_fusion(trace, step: int):
-    """The step's op-call chain, tensor values, and the one-kernel floor next to the per-kernel floors."""
-    df = trace.kernels
-    sk = df[df["step"] == step].sort_values("start_us", kind="stable")
+def step_fusion(trace, step: int, sk=None):
+    """The step's op-call chain, tensor values, and the one-kernel floor next to the per-kernel floors.
+    ``sk``: the step's rows when the caller already has them."""
+    if sk is None:
+        df = trace.kernels
+        sk = df[df["step"] == step]
+    sk = sk.sort_values("start_us", kind="stable")
     nodes = build_nodes(sk, trace.spec)
     values = link(nodes)
     unknown = [n for n in nodes if n.io is None or n.io.outputs is None]
@@ -339,7 +342,7 @@ def step_fusion(trace, step: int):
             rule += "; no one-kernel floor: " + ("no device bandwidth" if not bw else
                                                  f"{len(uncosted)} kernels without a floor")
     sure = float(sum(v.tensor.nbytes * (1 + len(v.readers)) for v in inter if not v.ambiguous))
-    return dict(step=step, nodes=nodes, values=values, graph=graph_of(nodes, values), rule=rule,
+    return dict(step=step, nodes=nodes, values=values, rule=rule,
                 headroom_bytes=headroom if nodes else None, headroom_unambiguous_bytes=sure if nodes else None, fused_bytes=fused_bytes if nodes else None,
                 fused_flops=flops, fused_floor_us=fused_floor if nodes else float("nan"),
                 split_floor_us=float(sum(n.floor_us for n in nodes if n.floor_us == n.floor_us)),
@@ -355,15 +358,16 @@ def fusion_summary(trace) -> dict:
     df = trace.kernels
     indices = [s.index for s in trace.steps] or [0]
     per = []
+    by_step = dict(tuple(df.groupby("step", sort=False))) if len(df) else {}
     for k in indices:
-        sk = df[df["step"] == k]
+        sk = by_step.get(k, df.iloc[0:0])
         known = [ops for ops in sk["fused_ops"] if isinstance(ops, list) and ops != ["unknown"]]
         cats = {}
         for cat, ops in zip(sk["category"], sk["fused_ops"]):
             c = cats.setdefault(str(cat), {"kernels": 0, "fused_ops": 0})
             c["kernels"] += 1
             c["fused_ops"] += len(ops) if isinstance(ops, list) and ops != ["unknown"] else 0
-        f = step_fusion(trace, k)
+        f = step_fusion(trace, k, sk)
         per.append(dict(step=k, kernels=len(sk), op_calls=len(f["nodes"]),
                         fused_ops=sum(len(o) for o in known), kernels_unknown_ops=len(sk) - len(known),
                         aten_ops_per_kernel=(sum(len(o) for o in known) / len(known)) if known else None,

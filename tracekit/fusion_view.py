@@ -7,6 +7,9 @@ import math
 
 from rich.table import Table
 
+import networkx as nx
+
+from .dataflow import graph_of
 from .fusion import fusion_summary, step_fusion
 from .report_table import fmt_count, fmt_us, short_name
 
@@ -82,6 +85,8 @@ def _print_chain(console, trace, step: int, name: str) -> None:
         more = f" + … ({len(inter) - 6} more)" if len(inter) > 6 else ""
         console.print(f"headroom {fmt_bytes(f['headroom_bytes'])} = {terms}{more} "
                       "(each intermediate written once and read by each later kernel)", highlight=False)
+    groups = nx.number_weakly_connected_components(graph_of(nodes, values))
+    console.print(f"dataflow: {groups} independent group(s) of kernels and tensors", highlight=False)
     console.print(f"one-kernel floor: {fmt_bytes(f['fused_bytes'])} (outside inputs once + final outputs once), "
                   f"{fmt_count(f['fused_flops'])} FLOPs → {fmt_us(f['fused_floor_us'])}; "
                   f"per-kernel floors sum to {fmt_us(f['split_floor_us'])}", highlight=False)
