@@ -22,7 +22,7 @@ NAME_RULES: list[tuple[str, str]] = [
              r"|normalization|layernorm|rmsnorm|gammabetabackward"),
     ("conv", r"conv|implicit_gemm|winograd|fprop|dgrad|wgrad|miopen|igemm|cudnn::(?!.*gemm)"),
     ("gemv", r"gemv|gemvx|splitk_gemv|dot_kernel|skinny|wvsplitk|llgemm"),
-    ("gemm", r"gemm|nvjet|cutlass|cublas|cijk_|matmul|_mm_|xmma|sm\d+_xmma|hipblaslt|tensile|triton_tem_fused_"
+    ("gemm", r"(?<!fb)gemm(?!_gpu)|nvjet|cutlass|cublas|cijk_|matmul|_mm_|xmma|sm\d+_xmma|hipblaslt|tensile|triton_tem_fused_"
              r"(?:\w*_)?(?:mm|addmm|bmm|baddbmm)|fused_moe|moe_gemm|grouped_gemm|wmma|mfma|^bmm_|^gemm_"),
     ("triton", r"^triton_|^triton__|^_triton"),
     ("reduction", r"reduce|reduction|cub::|radix|argmax|argmin|topk|top_k|sort|scan|cumsum|_max_kernel"
