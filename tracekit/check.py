@@ -1,0 +1,127 @@
+"""``tracekit check TRACE --baseline B --rules R``: exit 0 when every rule holds, 1 when one fails.
+
+Output formats: text (people), json, junit (one testcase per rule) and github (workflow
+annotations). Unreadable input or an invalid rules file raises TracekitError (exit 2).
+"""
+
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+from enum import Enum
+from typing import Optional
+
+import orjson
+import typer
+
+from .baseline import load_side, parse_tolerance, warn
+from .errors import TracekitError
+from .rules import Result, Rules, baseline_settings, evaluate, evaluate_baseline, load_rules
+
+
+def run_check(trace: str, baseline: str | None = None, rules_path: str | None = None,
+              tolerance: str | None = None, skip_steps: int | None = None, step_marker: str | None = None,
+              device: str | None = None, spec: str | None = None) -> dict:
+    """Load everything, evaluate every rule; the ``--format json`` document."""
+    if not baseline and not rules_path:
+        raise TracekitError("check needs --baseline, --rules or both")
+    rules: Rules | None = load_rules(rules_path) if rules_path else None
+    tol = parse_tolerance(tolerance, {}) if tolerance else None
+    skip = skip_steps if skip_steps is not None else (rules.skip_steps if rules else 0)
+    baseline = baseline or (rules.baseline.get("path") if rules else None)
+    if rules and rules.baseline and not baseline:
+        raise TracekitError(f"{rules.path}: [baseline] rules need a baseline (--baseline or [baseline] path)")
+    side = load_side(trace, step_marker, device, spec, skip)
+    warn(side)
+    results: list[Result] = evaluate(rules, side) if rules else []
+    if baseline:
+        from .diff import compare
+        base = load_side(baseline, step_marker, device, spec, skip)
+        warn(base)
+        settings = baseline_settings(rules, tol)
+        results += evaluate_baseline(compare(base, side, settings["tol"]), settings)
+    failed = sum(not r.ok for r in results)
+    return {"trace": side.path, "baseline": baseline, "rules": rules.path if rules else None,
+            "steps": len(side.steps), "skipped_steps": skip, "ok": failed == 0,
+            "passed": len(results) - failed, "failed": failed,
+            "results": [{"rule": r.rule, "ok": r.ok, "expected": r.expected, "found": r.found,
+                         "kernels": r.kernels, "message": r.line()} for r in results]}
+
+
+def to_text(doc: dict) -> str:
+    lines = [f"tracekit check {doc['trace']}" + (f" against {doc['baseline']}" if doc["baseline"] else "")
+             + (f" with {doc['rules']}" if doc["rules"] else "") + f" ({doc['steps']} step(s))"]
+    lines += [r["message"] for r in doc["results"]]
+    lines.append(f"{'OK' if doc['ok'] else 'FAILED'}: {doc['passed']} passed, {doc['failed']} failed")
+    return "\n".join(lines) + "\n"
+
+
+def to_junit(doc: dict) -> str:
+    n, f = str(len(doc["results"])), str(doc["failed"])
+    suites = ET.Element("testsuites", name="tracekit check", tests=n, failures=f, errors="0")
+    suite = ET.SubElement(suites, "testsuite", name=f"tracekit check {doc['trace']}", tests=n, failures=f,
+                          errors="0", skipped="0")
+    group = "tracekit.check." + (doc["rules"] or "baseline").replace("/", ".").removesuffix(".toml")
+    for r in doc["results"]:
+        case = ET.SubElement(suite, "testcase", classname=group, name=r["rule"])
+        if not r["ok"]:
+            fail = ET.SubElement(case, "failure", message=r["message"], type="RuleFailed")
+            fail.text = "\n".join([f"expected: {r['expected']}", f"found: {r['found']}"]
+                                  + [f"kernel: {k}" for k in r["kernels"]])
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _gh_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(s: str) -> str:
+    return _gh_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def to_github(doc: dict) -> str:
+    """GitHub workflow commands: one ``::error`` per failed rule, one ``::notice`` summary."""
+    where = f"file={_gh_prop(doc['rules'])}," if doc["rules"] else ""
+    lines = [f"::error {where}title={_gh_prop('tracekit check: ' + r['rule'])}::{_gh_data(r['message'])}"
+             for r in doc["results"] if not r["ok"]]
+    lines.append(f"::notice title=tracekit check::{_gh_data(doc['trace'])}: {doc['passed']} passed, "
+                 f"{doc['failed']} failed")
+    return "\n".join(lines) + "\n"
+
+
+class CheckFormat(str, Enum):
+    text = "text"
+    json = "json"
+    junit = "junit"
+    github = "github"
+
+
+def register(app: typer.Typer) -> None:
+    from .cli import DeviceOpt, SpecOpt, StepMarker
+
+    @app.command()
+    def check(
+        trace: str = typer.Argument(..., help="Trace, capture bundle or explain JSON to check"),
+        baseline: Optional[str] = typer.Option(None, "--baseline", "-b",
+                                               help="Trace, capture bundle or explain JSON to compare against"),
+        rules: Optional[str] = typer.Option(None, "--rules", "-r", help="Rules file (TOML), see docs/check.md"),
+        tolerance: Optional[str] = typer.Option(None, "--tolerance",
+                                                help="Baseline noise allowance: 0.1 or 10% (time), "
+                                                     "or time=10%,kernels=0 (default time=10%,kernels=0)"),
+        format: CheckFormat = typer.Option(CheckFormat.text, "--format", "-f", help="text, json, junit or github"),
+        skip_steps: Optional[int] = typer.Option(None, "--skip-steps", min=0,
+                                                 help="Leading steps to drop (warm-up); overrides the rules file"),
+        step_marker: Optional[str] = StepMarker,
+        device: Optional[str] = DeviceOpt,
+        spec: Optional[str] = SpecOpt,
+    ) -> None:
+        """Check a trace against rules and/or a baseline; exit 1 when a rule or the baseline fails."""
+        doc = run_check(trace, baseline, rules, tolerance, skip_steps, step_marker, device, spec)
+        if format is CheckFormat.json:
+            sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
+        else:
+            sys.stdout.write({"text": to_text, "junit": to_junit, "github": to_github}[format.value](doc))
+        sys.stdout.flush()
+        if not doc["ok"]:
+            raise typer.Exit(1)
