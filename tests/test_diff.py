@@ -26,7 +26,8 @@ def test_peer_pair_steps_and_kernels_per_step(peer_diff):
     a, b = peer_diff["a"], peer_diff["b"]
     assert (a["device"], b["device"]) == ("NVIDIA A100-PG509-200", "Tesla V100-SXM2-16GB")
     assert a["kernels_per_step"] == [1575] * 6
-    assert b["kernels_per_step"] == [3117] + [2503] * 5
+    # 614 V100 kernels have no launch event (launched before profiling began): outside every step
+    assert b["kernels_per_step"] == [2503] * 6
     k = peer_diff["per_step"]["kernels"]
     assert (k["a"], k["b"], k["delta"]) == (1575, 2503, 928)
 
@@ -40,7 +41,7 @@ def test_peer_pair_by_category(peer_diff):
 
 def test_peer_pair_kernels_matched_by_name_and_by_op(peer_diff):
     k = peer_diff["kernels"]
-    assert (len(k["added"]), len(k["removed"]), len(k["changed"]), k["unchanged"]) == (22, 54, 101, 7)
+    assert (len(k["added"]), len(k["removed"]), len(k["changed"]), k["unchanged"]) == (20, 52, 93, 15)
     added = {r["name"] for r in k["added"]}
     assert "volta_sgemm_128x32_nt" in added
     assert not any(r["name"].startswith("volta") for r in k["removed"])
@@ -55,7 +56,7 @@ def test_peer_pair_fused_ops_and_regressions(peer_diff):
     assert {r["rule"] for r in peer_diff["regressions"]} == {
         "baseline.kernels_per_step", "baseline.fused_ops", "baseline.kernel_us_per_step"}
     t = peer_diff["per_step"]["kernel_us"]
-    assert t["a"] == pytest.approx(86404.5) and t["b"] == pytest.approx(151238.5)
+    assert t["a"] == pytest.approx(86404.5) and t["b"] == pytest.approx(150992.5)
 
 
 def test_peer_pair_cli_exit_codes():

@@ -41,7 +41,7 @@ OP_RULES: list[tuple[str, str]] = [
     ("norm", r"norm"),
     ("conv", r"conv"),
     ("gemm", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|addbmm|einsum)$"),
-    ("reduction", r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|prod|var|std|norm|topk|sort|cumsum|any|all)"),
+    ("reduction", r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|prod|var|std|norm|topk|sort|cumsum|any|all)$"),
     ("memcpy", r"^aten::(copy_|to|_to_copy|contiguous|clone|cat)$"),
     ("memset", r"^aten::(zero_|fill_|zeros|ones|full)$"),
     ("elementwise", r"^aten::"),

@@ -153,6 +153,10 @@ def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
         device_name = None
         warnings.append("no device kernels in this trace: rows are the top-level CPU ops")
     table = _assign_steps(table, steps)
+    orphans = int(((table["launch"] == "") & (table["step"] < 0) & (table["kind"] != "cpu_op")).sum()) if steps else 0
+    if orphans:
+        warnings.append(f"{orphans} kernels have neither a launch event nor an op in the trace (launched before "
+                        "profiling began?): counted outside every step")
     return Trace(path=str(p), kernels=table, steps=steps, step_rule=step_rule, device_name=device_name,
                  device_properties=props, metadata=meta, warnings=warnings)
 
@@ -211,8 +215,12 @@ def _device_table(events: list, rows: list[tuple], launches: dict, ops: dict, cp
         cols["graph"].append(graph)
         cols["bytes"].append(float(args["bytes"]) if kind != "kernel" and "bytes" in args else np.nan)
         cols["op"].append(op)
-        # step assignment uses the launch time (the CPU side), else the kernel's own start
-        cols["step"].append(float(launch["ts"]) if launch and "ts" in launch else float(e["ts"]))
+        # step assignment uses the launch time (the CPU side), else the op's; a kernel with neither was
+        # launched before the trace began (or its launch was dropped): it belongs to no step
+        if launch and "ts" in launch:
+            cols["step"].append(float(launch["ts"]))
+        else:
+            cols["step"].append(float(op["ts"]) if op else np.nan)
     if unresolved and cpu_ops:
         for row, op in zip((r for r, _ in unresolved), _innermost_ops([l for _, l in unresolved], cpu_ops)):
             cols["op"][row] = op
