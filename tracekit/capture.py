@@ -1,0 +1,376 @@
+"""Record a torch program into a capture bundle (trace.json.gz + meta.json + kernels/).
+
+A ``Session`` owns one torch.profiler run (CPU and, where present, CUDA activities, shapes on) and
+marks steps itself with ``ProfilerStep#N`` ranges, so ``load`` finds them. Steps come from one of:
+``--step-fn`` (each call), the root ``nn.Module`` (each top-level call starts a step, which runs to
+the next one, so backward and optimizer work land in it), the script's own ``torch.profiler``
+(kept: its schedule and steps rule) or ``cap.step()`` in the Python API. CUDA graph captures are
+bracketed with ``tracekit::graph_capture#G`` ranges and replays with ``tracekit::graph_replay#G``;
+a capture made while the profiler is idle (warm-up) is recorded on its own into
+``graph_capture_G.json.gz``. ``graphs.map_graph_kernels`` uses both. torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+from . import __version__
+from .errors import TracekitError
+
+_COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
+
+
+def _say(quiet: bool, msg: str) -> None:
+    if not quiet:
+        print(f"tracekit: {msg}", file=sys.stderr, flush=True)
+
+
+class Session:
+    """One capture: profiler on/off by steps, step ranges, graph bracketing, the bundle at the end."""
+
+    def __init__(self, out: Path, *, steps: int | None = None, warmup: int = 0, quiet: bool = False,
+                 meta: dict | None = None) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity
+
+        if steps is not None and steps < 1:
+            raise TracekitError("--steps must be at least 1")
+        if warmup < 0:
+            raise TracekitError("--warmup must be 0 or more")
+        self.torch, self.out, self.steps, self.warmup, self.quiet = torch, Path(out), steps, warmup, quiet
+        self.meta = dict(meta or {})
+        self.cuda = torch.cuda.is_available()
+        self.activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        self._profile_cls = torch.profiler.profile
+        self.prof = None
+        self.state = "idle"                    # idle → recording → done
+        self.step_rule = "whole script"
+        self.begun = 0                         # steps begun so far (warm-up included)
+        self.recorded = 0
+        self._step_rf = None
+        self._t_first = None
+        self.first_call_s = None
+        self.graphs: list[dict] = []
+        self.script_traces = 0
+        self._undo: list = []
+        self._hooks: list = []
+        self.kernel_paths: set[str] = set()
+        self._thread = threading.get_ident()
+
+    # profiler -----------------------------------------------------------------------------------
+    def _new_profiler(self):
+        return self._profile_cls(activities=self.activities, record_shapes=True)
+
+    def start(self) -> None:
+        """Install graph bracketing; record from here unless warm-up steps come first."""
+        self._patch_graphs()
+        warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING)
+        if self.warmup == 0:
+            self._record()
+
+    def _record(self) -> None:
+        if self.state != "idle":
+            return
+        self.prof = self._new_profiler()
+        self.prof.start()
+        self.state = "recording"
+        _say(self.quiet, f"recording (steps: {self.steps or 'all'}, warm-up: {self.warmup})")
+
+    def _stop(self) -> None:
+        if self.state == "recording" and self.prof is not None:
+            self.prof.stop()
+        self.state = "done"
+
+    # steps ----------------------------------------------------------------------------------------
+    def begin_step(self) -> None:
+        if threading.get_ident() != self._thread:
+            return
+        if self.begun == 0:
+            self._t_first = time.perf_counter()
+        if self.state == "idle" and self.begun >= self.warmup:
+            self._record()
+        if self.state == "recording":
+            self._step_rf = self.torch.profiler.record_function(f"ProfilerStep#{self.begun}")
+            self._step_rf.__enter__()
+        self.begun += 1
+
+    def end_step(self) -> None:
+        if threading.get_ident() != self._thread or self.begun == 0:
+            return
+        if self._step_rf is not None:
+            self._step_rf.__exit__(None, None, None)
+            self._step_rf = None
+            self.recorded += 1
+            if self.steps is not None and self.recorded >= self.steps:
+                self._stop()
+                _say(self.quiet, f"recorded {self.recorded} step(s); the script runs on unprofiled")
+        if self.begun == 1 and self.first_call_s is None:
+            self.first_call_done()
+
+    def first_call_done(self) -> None:
+        """Wall time of the first call (compile included), once, after the device finished it."""
+        if self._t_first is None or self.first_call_s is not None:
+            return
+        if self.cuda and self.torch.cuda.is_initialized():
+            self.torch.cuda.synchronize()
+        self.first_call_s = time.perf_counter() - self._t_first
+
+    def wrap_step_fn(self, fn):
+        """``fn`` with each call one step."""
+        import functools
+
+        if getattr(fn, "__tracekit_step__", False):
+            return fn
+
+        @functools.wraps(fn)
+        def step_fn(*args, **kwargs):
+            self.begin_step()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.end_step()
+
+        step_fn.__tracekit_step__ = True
+        return step_fn
+
+    def hook_root_module(self) -> None:
+        """Each top-level call of the first root nn.Module called starts a step."""
+        from torch.nn.modules import module as nn_module
+
+        torch, state = self.torch, {"depth": 0, "root": None}
+
+        def pre(mod, args):
+            if torch.compiler.is_compiling() or threading.get_ident() != self._thread:
+                return
+            state["depth"] += 1
+            if state["depth"] != 1:
+                return
+            if state["root"] is None:
+                state["root"] = mod
+                inner = getattr(mod, "_orig_mod", None)
+                label = type(mod).__name__ + (f"({type(inner).__name__})" if inner is not None else "")
+                self.step_rule = f"module:{label}"
+                _say(self.quiet, f"step rule: each call of the root module {label} starts a step")
+            if mod is state["root"] and self.state != "done":
+                self.end_step()
+                self.begin_step()
+
+        def post(mod, args, output):
+            if torch.compiler.is_compiling() or threading.get_ident() != self._thread:
+                return
+            state["depth"] = max(0, state["depth"] - 1)
+            if state["depth"] == 0 and mod is state["root"] and self.first_call_s is None:
+                self.first_call_done()
+
+        self._hooks += [nn_module.register_module_forward_pre_hook(pre),
+                        nn_module.register_module_forward_hook(post, always_call=True)]
+
+    # the script's own profiler ------------------------------------------------------------------
+    def adopt_script_profiler(self) -> None:
+        """Make torch.profiler.profile, while the script runs, record into this bundle."""
+        import torch.profiler as tp
+        import torch.profiler.profiler as tpp
+
+        session, base = self, self._profile_cls
+
+        class ScriptProfile(base):
+            def __init__(self, *args, **kwargs):
+                kwargs["activities"], kwargs["record_shapes"] = session.activities, True
+                self._tk_user_ready = kwargs.pop("on_trace_ready", None)
+                super().__init__(*args, on_trace_ready=self._tk_ready, **kwargs)
+
+            def start(self):
+                session.hand_over()
+                super().start()
+
+            def _tk_ready(self, prof):
+                session.script_trace_ready(prof)
+                if self._tk_user_ready is not None:
+                    self._tk_user_ready(prof)
+
+        ScriptProfile.__name__ = ScriptProfile.__qualname__ = "profile"
+        for mod in (tp, tpp):
+            mod.profile = ScriptProfile
+        self._undo.append(lambda: [setattr(m, "profile", base) for m in (tp, tpp)])
+
+    def hand_over(self) -> None:
+        """The script starts its own profiler: drop ours (one Kineto session at a time)."""
+        if self.step_rule != "profiler.step":
+            _say(self.quiet, "step rule: the script's own torch.profiler (its steps and schedule; "
+                             "--steps/--warmup do not apply)")
+        if self._step_rf is not None:
+            self._step_rf.__exit__(None, None, None)
+            self._step_rf = None
+        if self.state == "recording" and self.prof is not None:
+            self.prof.stop()
+        self.prof, self.state, self.step_rule = None, "done", "profiler.step"
+        self._remove_hooks()
+
+    def _remove_hooks(self) -> None:
+        for h in self._hooks:
+            h.remove()
+        self._hooks.clear()
+
+    def script_trace_ready(self, prof) -> None:
+        self.script_traces += 1
+        if self.script_traces == 1:
+            self._export(prof, self.out / "trace.json")
+        else:
+            _say(self.quiet, f"the script's profiler made trace #{self.script_traces}; the bundle keeps the first")
+
+    # CUDA graphs --------------------------------------------------------------------------------
+    def _patch_graphs(self) -> None:
+        if not self.cuda:
+            return
+        torch, session = self.torch, self
+        cls = torch.cuda.CUDAGraph
+        orig = {n: getattr(cls, n) for n in ("capture_begin", "capture_end", "replay")}
+
+        def gid_of(graph) -> int:
+            if getattr(graph, "_tracekit_gid", None) is None:
+                graph._tracekit_gid = len(session.graphs)
+                session.graphs.append({"graph": graph._tracekit_gid, "capture": None, "replays": 0})
+            return graph._tracekit_gid
+
+        def capture_begin(graph, *args, **kwargs):
+            gid = gid_of(graph)
+            side = None
+            if session.state == "idle" and not torch._C._autograd._profiler_enabled():
+                side = session._new_profiler()
+                side.start()
+            rf = torch.profiler.record_function(f"tracekit::graph_capture#{gid}")
+            rf.__enter__()
+            graph._tracekit_capture = (rf, side)
+            try:
+                return orig["capture_begin"](graph, *args, **kwargs)
+            except BaseException:
+                session._end_capture(graph, gid, ok=False)
+                raise
+
+        def capture_end(graph, *args, **kwargs):
+            try:
+                return orig["capture_end"](graph, *args, **kwargs)
+            finally:
+                session._end_capture(graph, gid_of(graph), ok=True)
+
+        def replay(graph, *args, **kwargs):
+            session.graphs[gid_of(graph)]["replays"] += 1
+            if session.state != "recording":
+                return orig["replay"](graph, *args, **kwargs)
+            with torch.profiler.record_function(f"tracekit::graph_replay#{gid_of(graph)}"):
+                return orig["replay"](graph, *args, **kwargs)
+
+        for name, fn in (("capture_begin", capture_begin), ("capture_end", capture_end), ("replay", replay)):
+            setattr(cls, name, fn)
+        self._undo.append(lambda: [setattr(cls, n, f) for n, f in orig.items()])
+
+    def _end_capture(self, graph, gid: int, ok: bool) -> None:
+        rf, side = getattr(graph, "_tracekit_capture", (None, None))
+        graph._tracekit_capture = (None, None)
+        if rf is not None:
+            rf.__exit__(None, None, None)
+        where = "trace.json.gz" if self.torch._C._autograd._profiler_enabled() else None
+        if side is not None:
+            side.stop()
+            where = f"graph_capture_{gid}.json.gz" if ok else None
+            if ok:
+                self._export(side, self.out / f"graph_capture_{gid}.json")
+        self.graphs[gid]["capture"] = where
+
+    # bundle -------------------------------------------------------------------------------------
+    def _export(self, prof, json_path: Path) -> Path:
+        from .capture_cli import gzip_trace
+
+        _say(self.quiet, f"writing {json_path.name}.gz")
+        prof.export_chrome_trace(str(json_path))
+        return gzip_trace(json_path, self.quiet, self.kernel_paths)
+
+    def finish(self, exit_code: int) -> Path:
+        """Close the open step, stop, write trace.json.gz, kernels/ and meta.json; undo all patches."""
+        from .capture_cli import copy_kernel_files
+
+        if self._step_rf is not None:
+            self.end_step()
+        if self.first_call_s is None and self.begun:
+            self.first_call_done()
+        self._remove_hooks()
+        self._stop()
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+        trace = self.out / "trace.json.gz"
+        if self.prof is not None and not trace.exists():
+            self._export(self.prof, self.out / "trace.json")
+        if not trace.exists():
+            _say(False, "warning: nothing was recorded (no step ran after the warm-up?); the bundle has no trace")
+        kernel_files = copy_kernel_files(self.kernel_paths, self.out / "kernels")
+        self.meta.update(describe_environment(self.torch))
+        self.meta.update({
+            "tracekit_version": __version__, "step_rule": self.step_rule, "warmup": self.warmup,
+            "steps_requested": self.steps, "steps_begun": self.begun, "steps_recorded": self.recorded,
+            "first_call_s": self.first_call_s, "exit_code": exit_code, "cuda_graphs": self.graphs,
+            "kernel_files": kernel_files, "trace": trace.name if trace.exists() else None,
+        })
+        (self.out / "meta.json").write_text(json.dumps(self.meta, indent=1, default=str) + "\n")
+        return self.out
+
+
+def describe_environment(torch) -> dict:
+    """Versions, device name and properties, date."""
+    import datetime
+    import platform
+
+    env = {"torch_version": torch.__version__, "cuda_version": torch.version.cuda,
+           "hip_version": getattr(torch.version, "hip", None), "python_version": platform.python_version(),
+           "platform": platform.platform(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+           "devices": []}
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            env["devices"].append({k: getattr(p, k) for k in (
+                "name", "major", "minor", "total_memory", "multi_processor_count", "L2_cache_size",
+                "max_threads_per_multi_processor", "warp_size", "gcnArchName", "uuid") if hasattr(p, k)})
+        env["device_name"] = env["devices"][0]["name"]
+    else:
+        env["device_name"] = f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+    return env
+
+
+class capture:
+    """``with tracekit.capture(out="bundle") as cap: ...; cap.step()`` — records the block into a bundle.
+
+    ``cap.step()`` ends the current step and begins the next (like ``prof.step()``); ``warmup``
+    steps go unrecorded; ``steps`` stops recording after that many. The bundle is written on exit,
+    also when the block raises (the exception propagates).
+    """
+
+    def __init__(self, out: str | Path = "capture.tracekit", *, steps: int | None = None, warmup: int = 0,
+                 force: bool = False, quiet: bool = False) -> None:
+        self.out, self._opts = Path(out), dict(steps=steps, warmup=warmup, quiet=quiet)
+        self._force = force
+        self.session: Session | None = None
+
+    def __enter__(self) -> "capture":
+        from .capture_cli import git_revision, prepare_out
+
+        meta = {"framework": "torch", "command": "tracekit.capture()", "args": sys.argv,
+                "git": git_revision(Path(sys.argv[0] or ".").resolve().parent)}
+        self.session = Session(prepare_out(self.out, self._force), meta=meta, **self._opts)
+        self.session.step_rule = "cap.step()"
+        self.session.start()
+        self.session.begin_step()
+        return self
+
+    def step(self) -> None:
+        self.session.end_step()
+        self.session.begin_step()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.session.finish(0 if exc_type is None else 1)
+        _say(self.session.quiet, f"bundle written to {self.out}")

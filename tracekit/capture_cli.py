@@ -1,0 +1,303 @@
+"""``tracekit capture script.py [-- args]``: run a script as ``python script.py args`` would, profiled.
+
+The script runs in this process as ``__main__`` (same argv, cwd and ``sys.path[0]`` as python would
+give it, like ``runpy.run_path(run_name="__main__")``); its output is untouched and its exit code
+becomes ours (an uncaught exception: traceback on stderr, exit 1). torch is imported only once a
+torch script is about to run, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import gzip
+import importlib
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import traceback
+import types
+from importlib.machinery import SourceFileLoader
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .errors import TracekitError
+
+_MLX_IMPORT = re.compile(r"^\s*(import\s+mlx\b|from\s+mlx\b)", re.M)
+_TORCH_IMPORT = re.compile(r"^\s*(import\s+torch\b|from\s+torch\b)", re.M)
+WRAP_NAME = "__tracekit_step_wrap__"
+
+
+def prepare_out(out: str | Path, force: bool) -> Path:
+    """The bundle folder, created empty; an existing one is refused unless ``force`` and it is a bundle."""
+    p = Path(out)
+    if p.exists():
+        if not p.is_dir():
+            raise TracekitError(f"{p} exists and is not a folder")
+        if not force:
+            raise TracekitError(f"{p} already exists (use --force to replace it)")
+        if any(p.iterdir()) and not (p / "meta.json").is_file():
+            raise TracekitError(f"{p} is not empty and is not a tracekit bundle: refusing to replace it")
+        shutil.rmtree(p)
+    p.mkdir(parents=True)
+    return p
+
+
+_KERNEL_FILE = re.compile(rb'"kernel_file":\s*"((?:[^"\\]|\\.)*)"')
+
+
+def gzip_trace(json_path: Path, quiet: bool, kernel_paths: set[str]) -> Path:
+    """json → json.gz (progress bar on stderr for large traces); collects args["kernel_file"] paths."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    gz, size, chunk = json_path.with_name(json_path.name + ".gz"), json_path.stat().st_size, 1 << 22
+    bar = Progress(TextColumn("tracekit: gzip {task.description}"), BarColumn(), DownloadColumn(),
+                   console=Console(stderr=True), transient=True, disable=quiet or size < (32 << 20))
+    tail = b""
+    with bar, open(json_path, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
+        task = bar.add_task(json_path.name, total=size)
+        while block := src.read(chunk):
+            dst.write(block)
+            for m in _KERNEL_FILE.finditer(tail + block):
+                kernel_paths.add(json.loads(b'"' + m.group(1) + b'"'))
+            tail = block[-4096:]
+            bar.advance(task, len(block))
+    json_path.unlink()
+    return gz
+
+
+def copy_kernel_files(paths: set[str], kdir: Path) -> dict[str, str | None]:
+    """Copy each Inductor kernel source into kdir/<basename>; original path → copy name (None: gone)."""
+    copied: dict[str, str | None] = {}
+    for src in sorted(paths):
+        if not os.path.isfile(src):
+            copied[src] = None
+            continue
+        kdir.mkdir(exist_ok=True)
+        shutil.copyfile(src, kdir / os.path.basename(src))
+        copied[src] = os.path.basename(src)
+    return copied
+
+
+def load_script(script: str) -> tuple[Path, str, types.CodeType]:
+    """Path, source and compiled code of a Python script; one-line errors for anything else."""
+    path = Path(script)
+    if not path.exists():
+        raise TracekitError(f"{script}: no such file")
+    if path.is_dir():
+        raise TracekitError(f"{script}: is a folder, not a Python script")
+    data = path.read_bytes()
+    if b"\0" in data[:8192]:
+        raise TracekitError(f"{script}: not a Python script (binary file)")
+    try:
+        source = importlib.util.decode_source(data)
+    except (UnicodeDecodeError, SyntaxError) as exc:
+        raise TracekitError(f"{script}: not a Python script (cannot decode it: {exc})") from None
+    try:
+        code = compile(source, str(path.resolve()), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise TracekitError(f"{script}: not valid Python: {exc.msg} (line {exc.lineno})") from None
+    except ValueError as exc:
+        raise TracekitError(f"{script}: not a Python script ({exc})") from None
+    return path, source, code
+
+
+def is_mlx_script(source: str) -> bool:
+    return bool(_MLX_IMPORT.search(source)) and not _TORCH_IMPORT.search(source)
+
+
+def wrap_in_script(source: str, path: Path, target: str) -> types.CodeType | None:
+    """Recompile the script so that, right after ``def fn`` (or ``class C`` for ``C.fn``) runs at
+    module level, the function is replaced by its step wrapper. None when the script defines no such name."""
+    tree = ast.parse(source, str(path))
+    owner, _, attr = target.rpartition(".")
+    found = False
+
+    def after(node: ast.stmt) -> list[ast.stmt]:
+        nonlocal found
+        if not owner and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == attr:
+            stmt = f"{attr} = {WRAP_NAME}({attr})"
+        elif owner and isinstance(node, ast.ClassDef) and node.name == owner:
+            stmt = f"{owner}.{attr} = {WRAP_NAME}({owner}.__dict__[{attr!r}])"
+        else:
+            return []
+        found = True
+        extra = ast.parse(stmt).body
+        for n in extra:
+            ast.copy_location(n, node)
+            ast.fix_missing_locations(n)
+        return extra
+
+    def walk(body: list[ast.stmt]) -> list[ast.stmt]:
+        out = []
+        for node in body:
+            for field in ("body", "orelse", "finalbody"):
+                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                        isinstance(getattr(node, field, None), list) and getattr(node, field):
+                    setattr(node, field, walk(getattr(node, field)))
+            for handler in getattr(node, "handlers", []) or []:
+                handler.body = walk(handler.body)
+            out += [node, *after(node)]
+        return out
+
+    tree.body = walk(tree.body)
+    return compile(tree, str(path.resolve()), "exec", dont_inherit=True) if found else None
+
+
+def install_step_fn(session, spec: str, path: Path, source: str, code: types.CodeType):
+    """Wrap ``module:function`` (``module:Class.method``) so that each call is one step; returns the
+    code to run (recompiled when the function lives in the script itself)."""
+    mod_name, sep, target = spec.partition(":")
+    if not sep or not mod_name or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)?", target):
+        raise TracekitError(f"--step-fn {spec!r}: expected module:function or module:Class.method")
+    session.step_rule = f"step-fn:{spec}"
+    if mod_name in ("__main__", path.stem):
+        new = wrap_in_script(source, path, target)
+        if new is None:
+            raise TracekitError(f"--step-fn {spec!r}: {path.name} defines no {target} at module level")
+        return new
+    try:
+        obj = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise TracekitError(f"--step-fn {spec!r}: cannot import {mod_name} ({exc})") from None
+    *owners, attr = target.split(".")
+    for name in owners:
+        obj = getattr(obj, name, None)
+    fn = getattr(obj, attr, None) if obj is not None else None
+    if not callable(fn):
+        raise TracekitError(f"--step-fn {spec!r}: {mod_name} has no function {target}")
+    setattr(obj, attr, session.wrap_step_fn(fn))
+    return code
+
+
+def git_revision(folder: Path) -> dict | None:
+    """HEAD commit and dirty flag of the git repository holding ``folder``, or None."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+    try:
+        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "-uno"))}
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+
+def _script_traceback(exc: BaseException, path: Path) -> str:
+    """The traceback python would print: our own frames above the script's are left out."""
+    te = traceback.TracebackException.from_exception(exc)
+    names = [f.filename for f in te.stack]
+    first = names.index(str(path.resolve())) if str(path.resolve()) in names else 0
+    te.stack = traceback.StackSummary.from_list(te.stack[first:])
+    return "".join(te.format())
+
+
+def run_script(code: types.CodeType, path: Path, argv: list[str], extra: dict) -> int:
+    """Execute ``code`` as __main__ with python's argv and sys.path[0]; returns python's exit code."""
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=str(path.resolve()), __cached__=None, __builtins__=builtins, __spec__=None,
+                         __package__=None, __loader__=SourceFileLoader("__main__", str(path)), **extra)
+    saved_argv, saved_path, saved_main = sys.argv[:], sys.path[:], sys.modules.get("__main__")
+    sys.argv = argv
+    sys.path[0:1] = [str(path.resolve().parent)]
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
+        return 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as exc:
+        sys.stderr.write(_script_traceback(exc, path))
+        return 130
+    except BaseException as exc:  # noqa: BLE001  (python's own top level: show it, exit 1)
+        sys.stdout.flush()
+        sys.stderr.write(_script_traceback(exc, path))
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+
+
+def capture_script(script: str, args: list[str], out: str | None = None, steps: int | None = None,
+                   warmup: int = 0, step_fn: str | None = None, quiet: bool = False, force: bool = False) -> int:
+    """Profile ``python script args`` into a bundle folder; returns the script's exit code."""
+    path, source, code = load_script(script)
+    if steps is not None and steps < 1:
+        raise TracekitError("--steps must be at least 1")
+    if warmup < 0:
+        raise TracekitError("--warmup must be 0 or more")
+    out_dir = Path(out) if out else Path.cwd() / f"{path.stem}.tracekit"
+    if is_mlx_script(source):
+        return _capture_mlx(path, args, out_dir, quiet, force)
+    from .capture import Session
+
+    if importlib.util.find_spec("torch") is None:
+        raise TracekitError("torch is not installed: capture needs it (pip install 'tracekit[capture]')")
+    out_dir = prepare_out(out_dir, force)
+    meta = {"framework": "torch", "command": [sys.executable, script, *args], "script": str(path.resolve()),
+            "args": list(args), "cwd": str(Path.cwd()), "git": git_revision(path.resolve().parent)}
+    session = Session(out_dir, steps=steps, warmup=warmup, quiet=quiet, meta=meta)
+    saved_path = sys.path[:]
+    sys.path[0:1] = [str(path.resolve().parent)]       # --step-fn modules import as the script would
+    try:
+        code = install_step_fn(session, step_fn, path, source, code) if step_fn else code
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    finally:
+        sys.path[:] = saved_path
+    session.adopt_script_profiler()
+    if not step_fn:
+        session.hook_root_module()
+    session.start()
+    exit_code = run_script(code, path, [script, *args], {WRAP_NAME: session.wrap_step_fn})
+    session.finish(exit_code)
+    trace = out_dir / "trace.json.gz"
+    size = f"{trace.stat().st_size / 1e6:.2f} MB" if trace.exists() else "no trace"
+    if session.step_rule == "whole script":
+        note = "no steps found (no root nn.Module call; try --step-fn module:function)"
+    else:
+        note = f"{session.recorded} step(s) recorded, rule {session.step_rule}"
+    if not quiet:
+        print(f"tracekit: wrote {out_dir} ({size}; {note}; script exit code {exit_code})", file=sys.stderr)
+    return exit_code
+
+
+def _capture_mlx(path: Path, args: list[str], out_dir: Path, quiet: bool, force: bool) -> int:
+    if importlib.util.find_spec("tracekit.capture_mlx") is None:
+        raise TracekitError("MLX capture is not available")
+    if importlib.util.find_spec("mlx") is None:
+        raise TracekitError(f"{path}: imports mlx, which is not installed here")
+    from .capture_mlx import capture_mlx_script
+
+    prepare_out(out_dir, force).rmdir()               # the same refusal rules; MLX writes the folder
+    return capture_mlx_script(str(path), list(args), str(out_dir), quiet)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``capture`` command to the tracekit CLI."""
+
+    @app.command(context_settings={"help_option_names": ["-h", "--help"]})
+    def capture(
+        script: str = typer.Argument(..., help="the Python script to run (as `python script.py args`)"),
+        args: Optional[List[str]] = typer.Argument(None, help="arguments for the script, after --"),
+        out: Optional[str] = typer.Option(None, "--out", "-o", help="bundle folder (default: <script>.tracekit)"),
+        steps: Optional[int] = typer.Option(None, "--steps", help="stop profiling after N steps (the script runs on)"),
+        warmup: int = typer.Option(0, "--warmup", help="leave the first N steps out of the profile"),
+        step_fn: Optional[str] = typer.Option(None, "--step-fn", help="module:function whose every call is one step"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress or status lines on stderr"),
+        force: bool = typer.Option(False, "--force", help="replace an existing bundle folder"),
+    ) -> None:
+        """Profile a script into a bundle folder (trace.json.gz, meta.json, kernels/) for `explain`."""
+        code = capture_script(script, list(args or []), out, steps, warmup, step_fn, quiet, force)
+        raise typer.Exit(code)

@@ -1,0 +1,206 @@
+"""CUDA/HIP graph replays → the ops that launched each node at capture time.
+
+A replayed kernel's only link to the CPU is the ``cudaGraphLaunch`` that replayed it (no External
+id, no op). While a graph is being captured, though, every launch the capturing thread makes
+between ``cudaStreamBeginCapture`` and ``cudaStreamEndCapture`` is recorded as a runtime event
+with an External id (→ the op, its shapes) but no kernel behind it. So a capture is an ordered
+list of *nodes* (kernel / memcpy / memset launches, each with its op), and a replay is the ordered
+list of device rows sharing one graph-launch correlation. The k-th kernel of a replay is the
+k-th kernel launch of its capture (likewise memcpy and memset).
+
+Which capture a replay belongs to: ``tracekit capture`` brackets captures and replays with
+``tracekit::graph_capture#G`` / ``tracekit::graph_replay#G`` ranges, which name it. Without them, a
+capture qualifies when its node counts per kind equal the replay's and, where the capture's launch
+events name their kernel (ROCm does), the names agree. A replay that fits no capture, or several
+captures that would give different ops, stays unmapped: no guessing.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .load import (CPU_OP_CATEGORIES, GRAPH_LAUNCHES, LAUNCH_CATEGORIES, _enclosing, _innermost_ops,
+                   read_json, trace_events)
+from .model import Trace
+
+BEGIN_CAPTURE = re.compile(r"^(cuda|hip|cu)StreamBeginCapture")
+END_CAPTURE = re.compile(r"^(cuda|hip|cu)StreamEndCapture")
+NODE_LAUNCH = re.compile(r"Launch|Memcpy|Memset")
+NOT_A_NODE = re.compile(r"GraphLaunch|HostFunc|LaunchHost|Memcpy(To|From)Symbol(?!Async)|Memcpy(2D|3D)?$"
+                        r"|Memset(2D|3D)?$|MemcpyWithStream|GetCaptureInfo")
+CAPTURE_MARK = re.compile(r"^tracekit::graph_capture#(\d+)$")
+REPLAY_MARK = re.compile(r"^tracekit::graph_replay#(\d+)$")
+OP_FIELDS = (("op_dims", "Input Dims"), ("op_types", "Input type"), ("op_strides", "Input Strides"),
+             ("op_concrete", "Concrete Inputs"), ("kernel_file", "kernel_file"))
+
+
+@dataclass
+class Capture:
+    """One graph capture: its nodes in launch order as (kind, kernel name or None, op event or None)."""
+
+    source: str
+    gid: int | None
+    nodes: list[tuple[str, str | None, dict | None]] = field(default_factory=list)
+
+    def by_kind(self, kind: str) -> list[tuple[str, str | None, dict | None]]:
+        return [n for n in self.nodes if n[0] == kind]
+
+
+def _node_kind(launch_name: str) -> str | None:
+    if not NODE_LAUNCH.search(launch_name) or NOT_A_NODE.search(launch_name):
+        return None
+    return "memcpy" if "Memcpy" in launch_name else "memset" if "Memset" in launch_name else "kernel"
+
+
+def find_captures(events: list, source: str) -> list[Capture]:
+    """Every capture window in one trace's events, with its nodes and their ops."""
+    windows: list[tuple[dict, dict]] = []
+    open_begin: dict = {}
+    marks: list[dict] = []
+    launches: list[dict] = []
+    ops: dict = {}
+    cpu_ops: list[dict] = []
+    for e in sorted((e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e),
+                    key=lambda e: float(e["ts"])):
+        name, cat = e.get("name") or "", e.get("cat")
+        if cat in LAUNCH_CATEGORIES:
+            if BEGIN_CAPTURE.match(name):
+                open_begin[e.get("tid")] = e
+            elif END_CAPTURE.match(name) and e.get("tid") in open_begin:
+                windows.append((open_begin.pop(e.get("tid")), e))
+            elif _node_kind(name):
+                launches.append(e)
+        elif cat in CPU_OP_CATEGORIES:
+            cpu_ops.append(e)
+            ext = (e.get("args") or {}).get("External id")
+            if ext is not None:
+                ops.setdefault(ext, e)
+        elif cat == "user_annotation" and CAPTURE_MARK.match(name):
+            marks.append(e)
+    for m in marks:       # a marked capture whose begin/end calls the trace lacks: the mark is the window
+        m0, m1 = float(m["ts"]), float(m["ts"]) + float(m.get("dur", 0))
+        if not any(b.get("tid") == m.get("tid") and m0 <= float(b["ts"]) <= m1 for b, _ in windows):
+            windows.append((m, {"ts": m1}))
+    starts = [float(e["ts"]) for e in launches]
+    captures = []
+    for begin, end in windows:
+        t0, t1, tid = float(begin["ts"]), float(end["ts"]), begin.get("tid")
+        inside = [e for e in launches[bisect_left(starts, t0):bisect_right(starts, t1)] if e.get("tid") == tid]
+        found = [_enclosing(ops.get((e.get("args") or {}).get("External id")), e) for e in inside]
+        missing = [k for k, op in enumerate(found) if op is None]
+        for k, op in zip(missing, _innermost_ops([inside[k] for k in missing], cpu_ops)):
+            found[k] = op
+        gid = next((int(CAPTURE_MARK.match(m["name"]).group(1)) for m in marks if m.get("tid") == tid
+                    and float(m["ts"]) <= t0 <= float(m["ts"]) + float(m.get("dur", 0))), None)
+        nodes = [(_node_kind(e["name"]), (e.get("args") or {}).get("kernel"), op) for e, op in zip(inside, found)]
+        captures.append(Capture(source, gid, nodes))
+    return captures
+
+
+def _replay_ids(events: list) -> dict[int, int]:
+    """graph-launch correlation → G of the enclosing tracekit::graph_replay#G range."""
+    marks = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and REPLAY_MARK.match(e.get("name") or "")]
+    out = {}
+    for e in events:
+        if not (isinstance(e, dict) and e.get("name") in GRAPH_LAUNCHES and e.get("cat") in LAUNCH_CATEGORIES):
+            continue
+        t = float(e.get("ts", -1))
+        for m in marks:
+            if m.get("tid") == e.get("tid") and float(m["ts"]) <= t <= float(m["ts"]) + float(m.get("dur", 0)):
+                out[(e.get("args") or {}).get("correlation")] = int(REPLAY_MARK.match(m["name"]).group(1))
+    return out
+
+
+def _pair(replay: pd.DataFrame, cap: Capture) -> list[dict | None] | None:
+    """The capture op for each replay row; None when the kernels disagree (count or names).
+
+    Kernels decide whether the capture fits; memcpy/memset rows are paired only when their counts
+    agree too (the profiler may not report every copy node), else they stay unmapped.
+    """
+    out: list[dict | None] = [None] * len(replay)
+    for kind in ("kernel", "memcpy", "memset"):
+        rows = [k for k, v in enumerate(replay["kind"]) if v == kind]
+        nodes = cap.by_kind(kind)
+        if len(rows) != len(nodes):
+            if kind == "kernel":
+                return None
+            continue
+        named = all(n[1] for n in nodes)
+        free = list(range(len(nodes)))
+        for k in rows:
+            name = replay["name"].iat[k]
+            j = next((j for j in free if nodes[j][1] == name), None) if named else free[0]
+            if j is None:
+                return None
+            free.remove(j)
+            out[k] = nodes[j][2]
+    return out
+
+
+def _signature(ops: list[dict | None]) -> list:
+    return [None if op is None else (op.get("name"), repr((op.get("args") or {}).get("Input Dims"))) for op in ops]
+
+
+def capture_files(bundle_dir: str | Path | None) -> list[Path]:
+    """Capture-phase traces a bundle holds besides its main trace (graph_capture*.json[.gz])."""
+    if bundle_dir is None or not Path(bundle_dir).is_dir():
+        return []
+    return sorted(p for p in Path(bundle_dir).glob("graph_capture*.json*") if p.suffix in (".gz", ".json"))
+
+
+def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
+                      capture_paths: list[str | Path] | None = None) -> dict:
+    """Fill op, op_* and op_source="graph_capture" on graph-replayed rows from their capture.
+
+    Captures come from the trace itself, the bundle's graph_capture*.json.gz files and
+    ``capture_paths``. Returns counts {"replayed", "mapped", "unmapped", "captures"}; a note on what
+    stayed unmapped goes to ``trace.warnings``.
+    """
+    df = trace.kernels
+    graph_rows = df.index[df["graph"].astype(bool)]
+    summary = {"replayed": len(graph_rows), "mapped": 0, "unmapped": 0, "captures": 0}
+    if not len(graph_rows):
+        return summary
+    events, _ = trace_events(read_json(Path(trace.path)), Path(trace.path))
+    captures = find_captures(events, trace.path)
+    for path in [*capture_files(bundle_dir), *(Path(p) for p in capture_paths or [])]:
+        if path.resolve() != Path(trace.path).resolve():
+            captures += find_captures(trace_events(read_json(path), path)[0], str(path))
+    summary["captures"] = len(captures)
+    replay_gid = _replay_ids(events)
+    reasons: dict[str, int] = {}
+    new_ids: dict[tuple, int] = {}
+    for corr, rows in df.loc[graph_rows].groupby("correlation", sort=False):
+        gid = replay_gid.get(corr)
+        pool = [c for c in captures if c.gid == gid] if gid is not None else captures
+        fits = [(c, p) for c in pool if (p := _pair(rows, c)) is not None]
+        if not fits or len({repr(_signature(p)) for _, p in fits}) > 1:
+            why = "no capture matches" if not fits else f"{len(fits)} captures fit with different ops"
+            reasons[why] = reasons.get(why, 0) + len(rows)
+            continue
+        for idx, op in zip(rows.index, fits[0][1]):
+            if op is None:
+                why = "capture node without op (or copy/memset count differs)"
+                reasons[why] = reasons.get(why, 0) + 1
+                continue
+            args = op.get("args") or {}
+            df.at[idx, "op"] = op.get("name")
+            for col, key in OP_FIELDS:
+                if col in df.columns:
+                    df.at[idx, col] = args.get(key)
+            df.at[idx, "op_source"] = "graph_capture"
+            if "op_id" in df.columns:      # one id per (replay, op call): replays must not share
+                df.at[idx, "op_id"] = new_ids.setdefault((corr, id(op)), -2 - len(new_ids))
+            summary["mapped"] += 1
+    summary["unmapped"] = summary["replayed"] - summary["mapped"]
+    if summary["unmapped"]:
+        detail = "; ".join(f"{n} {why}" for why, n in reasons.items())
+        where = "" if captures else " (the trace holds no graph capture: record it with `tracekit capture`)"
+        trace.warnings.append(f"graph replays: {summary['unmapped']} of {summary['replayed']} replayed rows "
+                              f"left unmapped{where}: {detail}")
+    return summary
