@@ -91,3 +91,13 @@ def test_compiled_block_fuses_residual_add_into_layer_norm():
     names = {tuple(k["fused_ops"]) for k in step_kernels(doc)}
     assert ("add", "native_layer_norm") in names
     assert doc["summary"]["kernels_per_step"][0] < explain_json(H200 / "block_eager.json.gz")["summary"]["kernels_per_step"][0]
+
+
+def test_spec_file_of_measured_ceilings_overrides_the_datasheet():
+    from tracekit.cost.devices import spec_by_id
+    measured = spec_by_id("h200-measured")
+    doc = explain_json(H200 / "seed_eager_b128.json.gz", "--spec", measured.path)
+    assert doc["device"]["spec"] == "h200-measured"
+    gemm = step_kernels(doc)[0]
+    assert gemm["floor_us"] == pytest.approx(gemm_bytes(128) / (measured.bandwidth_gbs * 1e3))
+    assert gemm["floor_us"] > explain_json(H200 / "seed_eager_b128.json.gz")["kernels"][0]["floor_us"]
