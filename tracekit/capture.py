@@ -71,6 +71,8 @@ class Session:
         """Install graph bracketing; record from here unless warm-up steps come first."""
         self._patch_graphs()
         warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING)
+        entry = warnings.filters[0]
+        self._undo.append(lambda: entry in warnings.filters and warnings.filters.remove(entry))
         if self.warmup == 0:
             self._record()
 
@@ -361,7 +363,8 @@ class capture:
 
         meta = {"framework": "torch", "command": "tracekit.capture()", "args": sys.argv,
                 "git": git_revision(Path(sys.argv[0] or ".").resolve().parent)}
-        self.session = Session(prepare_out(self.out, self._force), meta=meta, **self._opts)
+        self.session = Session(self.out, meta=meta, **self._opts)      # checks steps/warm-up first
+        prepare_out(self.out, self._force)
         self.session.step_rule = "cap.step()"
         self.session.start()
         self.session.begin_step()
