@@ -58,7 +58,7 @@ def read_json(path: Path) -> object:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as exc:
             raise TracekitError(f"{path}: bad or truncated gzip ({exc})") from None
-    if not raw.strip():
+    if not raw[:4096].strip() and not raw.strip():         # cheap test first: no copy of a big file
         raise TracekitError(f"{path}: file is empty")
     try:
         return orjson.loads(raw)
