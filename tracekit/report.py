@@ -41,11 +41,11 @@ def step_table(trace: Trace) -> pd.DataFrame:
         sk = inside[inside["step"] == k]
         dur = sk["dur_us"].to_numpy(dtype=float)
         floored = sk["floor_us"].notna().to_numpy()
-        floor = float(np.nansum(sk["floor_us"].to_numpy(dtype=float)))
+        floor = float(np.nansum(sk["floor_us"].to_numpy(dtype=float))) if floored.any() else None
         costed_us = float(dur[floored].sum())
         busy, window = _busy(sk["start_us"].to_numpy(dtype=float), dur)
         rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=len(sk), kernel_us=float(dur.sum()),
-                         floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor > 0 else None,
+                         floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor else None,
                          busy_pct=(100.0 * busy / window) if window > 0 else None,
                          idle_us=(window - busy) if window > 0 else None, window_us=window,
                          fused_ops=int(sk["fused_ops"].map(len).sum()) if len(sk) else 0))
