@@ -206,3 +206,15 @@ def test_mlx_script_goes_to_the_mlx_capture(tmp_path):
         return
     assert proc.returncode == 0, proc.stderr
     assert meta(tmp_path / "b")["framework"] == "mlx"
+
+
+def test_copy_kernel_files_keeps_sources_and_marks_vanished_ones(tmp_path):
+    """Inductor sources live under /tmp and vanish: the bundle keeps a copy of each one still there."""
+    from tracekit.capture_cli import copy_kernel_files
+    src = tmp_path / "cabc123.py"
+    src.write_text("def triton_poi_fused_relu_0(in_out_ptr0, xnumel, XBLOCK): pass\n")
+    kdir = tmp_path / "bundle" / "kernels"
+    kdir.parent.mkdir()
+    copied = copy_kernel_files({str(src), str(tmp_path / "gone.py")}, kdir)
+    assert copied == {str(src): "cabc123.py", str(tmp_path / "gone.py"): None}
+    assert (kdir / "cabc123.py").read_text() == src.read_text()

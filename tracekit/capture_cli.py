@@ -14,6 +14,7 @@ import gzip
 import importlib
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
