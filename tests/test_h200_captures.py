@@ -101,3 +101,13 @@ def test_spec_file_of_measured_ceilings_overrides_the_datasheet():
     gemm = step_kernels(doc)[0]
     assert gemm["floor_us"] == pytest.approx(gemm_bytes(128) / (measured.bandwidth_gbs * 1e3))
     assert gemm["floor_us"] > explain_json(H200 / "seed_eager_b128.json.gz")["kernels"][0]["floor_us"]
+
+
+def test_compile_bundle_reads_pointer_roles_from_the_kept_kernel_source():
+    bundle = H200.parent / "bundles" / "seed_compile"
+    assert list((bundle / "kernels").glob("*.py")), "tracekit capture keeps Inductor sources"
+    doc = explain_json(bundle)
+    relu = [k for k in doc["kernels"] if k["name"] == "triton_poi_fused_relu_0"]
+    assert len(relu) == 5
+    assert relu[0]["bytes"] == 2 * 2 * 128 * 1024          # in_out_ptr0: read once + written once
+    assert "pointer roles from kernel source" in relu[0]["cost_note"]
