@@ -66,12 +66,14 @@ def kernel_groups(trace: Trace) -> pd.DataFrame:
                      fused=df["fused_ops"].map(lambda o: "+".join(o) if isinstance(o, list) else ""),
                      dtype_s=df["dtype"].fillna("-").astype(str), bound_s=df["bound"].fillna("-").astype(str))
     g = view.groupby(["name", "op_name", "shapes", "category", "dtype_s", "bound_s", "fused"], sort=False, dropna=False)
-    out = g.agg(count=("dur_us", "size"), dur_us=("dur_us", "sum"), flops=("flops", "sum"),
+    out = g.agg(count=("dur_us", "size"), dur_us=("dur_us", "sum"), timed=("dur_us", "count"), flops=("flops", "sum"),
                 bytes=("bytes", "sum"), floor_us=("floor_us", "sum"), floored=("floor_us", "count")).reset_index()
+    out["dur_us"] = out["dur_us"].where(out["timed"] > 0)          # graphs without timings stay unknown
     out["gap"] = out["dur_us"] / out["floor_us"].where(out["floored"] == out["count"])
     for c in ("count", "dur_us", "flops", "bytes", "floor_us"):
         out[c] = out[c] / n_steps
-    return out.sort_values("dur_us", ascending=False)
+    key = "dur_us" if out["timed"].any() else "floor_us"           # untimed graphs: biggest floors first
+    return out.sort_values(key, ascending=False)
 
 
 def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False) -> None:
@@ -82,8 +84,10 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False) -> No
         console.print(f"[bold]{title}{trace.path}[/bold]")
         console.print(f"device: {trace.device_name or 'none named'}   spec: "
                       f"{f'{spec.id} ({spec.name})' if spec else 'none: no floors'}")
-        console.print(f"steps: {len(trace.steps) or 1} (rule: {trace.step_rule})   "
-                      "measured: per-kernel device time as recorded by the profiler")
+        timed = trace.kernels["dur_us"].notna().any()
+        console.print(f"steps: {len(trace.steps) or 1} (rule: {trace.step_rule})   measured: "
+                      + ("per-kernel device time as recorded by the profiler" if timed else
+                         "nothing: a graph without timings (counts, FLOPs, bytes and floors only)"))
         steps = step_table(trace)
         st = Table(title="per step", show_edge=False)
         for col in ("step", "kernels", "kernel time", "floor", "gap", "GPU busy", "idle between kernels"):
