@@ -45,6 +45,7 @@ def _shapes(dims) -> str:
 def short_name(name: str) -> str:
     """A kernel name without 'void ', its argument list and long template arguments."""
     name = name[5:] if name.startswith("void ") else name
+    name = name.replace("(anonymous namespace)::", "")
     depth, out = 0, []
     for ch in name:
         if ch == "(" and depth == 0:
@@ -77,7 +78,8 @@ def kernel_groups(trace: Trace) -> pd.DataFrame:
 
 
 def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False) -> None:
-    console = Console(width=max(Console().width, 160))
+    probe = Console()
+    console = Console(width=probe.width if probe.is_terminal else 200)   # pipes and files get room for every column
     for gi, trace in enumerate(traces):
         spec = trace.spec
         title = f"graph {gi}: " if len(traces) > 1 else ""
@@ -98,12 +100,14 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False) -> No
         console.print(st)
         groups = kernel_groups(trace)
         kt = Table(title=f"top kernels (per step, mean over {max(1, len(trace.steps))} steps)", show_edge=False)
-        for col in ("kernel", "category", "op", "shapes", "dtype", "count", "time", "FLOPs", "bytes", "floor",
-                    "bound", "gap"):
-            kt.add_column(col, justify="left" if col in ("kernel", "category", "op", "shapes", "dtype") else "right",
-                          overflow="ellipsis", no_wrap=col == "kernel", max_width=60 if col == "kernel" else 28)
+        kt.add_column("kernel", overflow="ellipsis", no_wrap=True, max_width=48)
+        kt.add_column("category", no_wrap=True)
+        kt.add_column("op", overflow="ellipsis", no_wrap=True, max_width=26)
+        kt.add_column("shapes", overflow="fold", max_width=24)
+        for col in ("dtype", "count", "time", "FLOPs", "bytes", "floor", "bound", "gap"):
+            kt.add_column(col, justify="left" if col == "dtype" else "right", no_wrap=True)
         for r in groups.head(top).itertuples():
-            kt.add_row(short_name(r.name), r.category, r.op_name, r.shapes, r.dtype_s, f"{r.count:g}", fmt_us(r.dur_us),
+            kt.add_row(short_name(r.name), r.category, r.op_name.removeprefix("aten::"), r.shapes, r.dtype_s, f"{r.count:g}", fmt_us(r.dur_us),
                        fmt_count(r.flops if r.flops else float("nan")), fmt_count(r.bytes if r.bytes else float("nan")),
                        fmt_us(r.floor_us if r.floor_us else float("nan")), r.bound_s, fmt_gap(r.gap))
         console.print(kt)
