@@ -17,8 +17,8 @@ from .model import Trace
 
 
 def is_mlx_input(path: Path) -> bool:
-    """A bare .dot graph, or a bundle whose meta.json says it holds MLX graphs."""
-    if path.suffix == ".dot":
+    """A bare .dot graph, or a bundle whose meta.json says it holds MLX graphs (or that has graphs/)."""
+    if path.suffix == ".dot" or (path / "graphs").is_dir():
         return True
     meta = path / "meta.json"
     if path.is_dir() and meta.is_file():

@@ -352,12 +352,6 @@ def load_dot(path: Path, meta: dict | None = None) -> Trace:
                            "shapes": info.get("coverage")}, warnings=warnings, spec=spec)
 
 
-def is_mlx_bundle(path: str | Path) -> bool:
-    """A capture folder whose meta.json says framework "mlx" (or that holds graphs/)."""
-    p = Path(path)
-    return p.is_dir() and ((_read_json(p / "meta.json") or {}).get("framework") == "mlx" or (p / "graphs").is_dir())
-
-
 def load_mlx(path: str | Path) -> list[Trace]:
     """A .dot file, or a capture bundle folder with graphs/NNN.dot, as one Trace per graph."""
     p = Path(path)

@@ -77,6 +77,3 @@ class Trace:
     def is_cpu_only(self) -> bool:
         return bool(len(self.kernels)) and bool((self.kernels["kind"] == "cpu_op").all())
 
-
-def empty_kernel_table() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in KERNEL_COLUMNS})

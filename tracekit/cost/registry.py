@@ -24,7 +24,6 @@ DTYPES: dict[str, tuple[str, int]] = {
     "c10::complex<c10::Half>": ("complex32", 4), "unsigned int": ("uint32", 4),
     "unsigned long": ("uint64", 8), "unsigned short": ("uint16", 2),
 }
-FLOAT_DTYPES = {"fp64", "fp32", "fp16", "bf16", "fp8"}
 _OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
 _KERNEL_DTYPES = [(re.compile(p), d) for p, d in (
     (r"BFloat16|bfloat16|bf16", "bf16"), (r"c10::Half|\bhalf\b|fp16", "fp16"),
