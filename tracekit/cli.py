@@ -21,7 +21,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 # Modules that add their own command through ``register(app)``; a module that does not exist yet is
 # skipped (find_spec is None), while one that exists but fails to import raises as usual.
-COMMAND_MODULES = ("capture_cli", "check", "diff")
+COMMAND_MODULES = ("capture_cli", "check", "diff", "ranks")
 
 
 @app.callback()
