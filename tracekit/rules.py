@@ -7,12 +7,13 @@ docs/check.md; an unknown key, a wrong type or a bad regex is an unusable rules 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
 try:                                    # Python 3.11+
     import tomllib
 except ModuleNotFoundError:             # Python 3.10: the same parser from PyPI
     import tomli as tomllib
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
