@@ -189,6 +189,14 @@ def git_revision(folder: Path) -> dict | None:
 
 
 
+def exit_status(exc: SystemExit) -> int:
+    """The status ``python script.py`` exits with after ``sys.exit(code)`` (a message prints, status 1)."""
+    if exc.code is None or isinstance(exc.code, int):
+        return exc.code or 0
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
 def _script_traceback(exc: BaseException, path: Path) -> str:
     """The traceback python would print: our own frames above the script's are left out."""
     te = traceback.TracebackException.from_exception(exc)
@@ -211,10 +219,7 @@ def run_script(code: types.CodeType, path: Path, argv: list[str], extra: dict) -
         exec(code, main.__dict__)
         return 0
     except SystemExit as exc:
-        if exc.code is None or isinstance(exc.code, int):
-            return exc.code or 0
-        print(exc.code, file=sys.stderr)
-        return 1
+        return exit_status(exc)
     except KeyboardInterrupt as exc:
         sys.stderr.write(_script_traceback(exc, path))
         return 130

@@ -336,10 +336,8 @@ def _run_script(script: str, args: list[str]) -> int:
         runpy.run_path(script, run_name="__main__")
         return 0
     except SystemExit as exc:
-        if exc.code is None or isinstance(exc.code, int):
-            return exc.code or 0
-        print(exc.code, file=sys.stderr)
-        return 1
+        from .capture_cli import exit_status
+        return exit_status(exc)
     except BaseException as exc:   # noqa: BLE001 - the script's own error: show it as python would
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_globals.get("__name__") in ("runpy", __name__):
