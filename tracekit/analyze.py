@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import orjson
@@ -12,6 +11,7 @@ from .cost.devices import load_spec, match_device, spec_by_id
 from .cost.roofline import apply_roofline, cost_rows
 from .errors import TracekitError
 from .fusion import annotate_fusion
+from .graphs import map_graph_kernels
 from .load import load_trace
 from .model import Trace
 
@@ -64,8 +64,7 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
     df = trace.kernels
     if df["category"].isna().any():
         classify(df)
-    if df["graph"].any() and importlib.util.find_spec("tracekit.graphs") is not None:
-        from .graphs import map_graph_kernels
+    if df["graph"].any():
         map_graph_kernels(trace, bundle_dir)
         df = trace.kernels
     annotate_fusion(df, bundle_dir)

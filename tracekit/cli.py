@@ -7,7 +7,6 @@ Exit codes: 0 ok, 1 a check failed, 2 unusable input or usage.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from enum import Enum
 from typing import Optional
@@ -19,8 +18,7 @@ from .errors import TracekitError
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Where the GPU time went: kernels, fusion and roofline floors from profiler traces.")
 
-# Modules that add their own command through ``register(app)``; a module that does not exist yet is
-# skipped (find_spec is None), while one that exists but fails to import raises as usual.
+# Modules that add their own command through ``register(app)``.
 COMMAND_MODULES = ("capture_cli", "check", "diff", "ranks")
 
 
@@ -60,8 +58,7 @@ def explain(
 
 def _register_commands() -> None:
     for name in COMMAND_MODULES:
-        if importlib.util.find_spec(f"tracekit.{name}") is not None:
-            importlib.import_module(f"tracekit.{name}").register(app)
+        importlib.import_module(f"tracekit.{name}").register(app)
 
 
 _register_commands()
