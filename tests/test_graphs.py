@@ -118,3 +118,18 @@ def test_two_graphs_captured_in_warmup_map_by_graph_id(tmp_path):
     bare = load_trace(tmp_path / "trace.json.gz")
     map_graph_kernels(bare, bundle)
     assert op_dims(graph_rows(bare)) == op_dims(graph_rows(trace))
+
+
+def test_compiled_cuda_graph_trees_replays_are_costed():
+    """torch.compile(mode="max-autotune") replays its kernels from CUDA graph trees; captured with
+    tracekit capture on the H200, the replayed Inductor kernels get their capture-time ops and costs."""
+    doc = explain_json(_bundle("seed_autotune_cudagraphs"))
+    assert doc["summary"]["kernels_per_step"] == [3] * 5
+    replayed = [k for k in doc["kernels"] if k["graph"]]
+    assert len(replayed) == 2 * 5 and all(k["op_source"] == "graph_capture" for k in replayed)
+    gemm = [k for k in replayed if k["name"].startswith("triton_tem_fused_addmm")]
+    assert len(gemm) == 5
+    assert gemm[0]["flops"] == 2 * 128 * 1024 * 1024
+    assert gemm[0]["bytes"] == 2 * (128 * 1024 + 1024 * 1024 + 1024 + 128 * 1024)
+    relu = [k for k in replayed if k["name"].startswith("triton_poi_fused_relu")]
+    assert relu[0]["bytes"] == 2 * 2 * 128 * 1024 and relu[0]["floor_us"] is not None

@@ -1,6 +1,6 @@
 """Seed example: Y = relu(F.linear(X, W, b)), X [128,1024], W [1024,1024], b [1024], bf16.
 
-python seed.py [--iters N] [--compile]   # each call of the Seed module is one tracekit step
+python seed.py [--iters N] [--compile] [--mode max-autotune]   # each call of the Seed module is one tracekit step
 Prints the steady-state time per call (after 10 untimed calls), synchronized.
 """
 import argparse
@@ -25,14 +25,15 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--mode", default=None, help="torch.compile mode, e.g. max-autotune (implies --compile)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = p.parse_args()
     torch.manual_seed(0)
     dt = torch.bfloat16
     model = Seed().to(a.device, dt)
     X = torch.randn(128, 1024, device=a.device, dtype=dt)
-    if a.compile:
-        model = torch.compile(model)
+    if a.compile or a.mode:
+        model = torch.compile(model, mode=a.mode)
     sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
     with torch.no_grad():
         t0 = None
