@@ -274,6 +274,8 @@ def fused_ops_of(name: str, op, kind: str = "kernel", concrete=None, kernel_file
     if VENDOR_GEMM.search(name) and plain not in ("_scaled_mm",) and (
             plain is None or plain in ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_addmm_activation")):
         return _gemm_ops(name, plain, concrete)
+    if plain == "clamp_min" and concrete and len(concrete) > 1 and str(concrete[1]).strip() in ("0", "0.", "0.0"):
+        return ["relu"]                             # eager torch.relu runs as clamp_min(x, 0)
     if plain:
         return [plain]
     for rx, functor_op in ATEN_FUNCTORS:
@@ -297,7 +299,7 @@ def fill_fused_ops(df: pd.DataFrame, bundle_dir: Path | None = None,
             continue
         op = op if isinstance(op, str) else None
         kfile = kfile if isinstance(kfile, str) else None
-        key = (name, op, kind, repr(concrete) if op and "activation" in op else "", kfile)
+        key = (name, op, kind, repr(concrete) if op and ("activation" in op or "clamp_min" in op) else "", kfile)
         if key not in memo:
             memo[key] = fused_ops_of(name, op, kind if isinstance(kind, str) else "kernel", concrete, kfile, sources)
         out.append(list(memo[key]))
