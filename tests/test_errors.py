@@ -99,3 +99,47 @@ def test_input_file_is_left_untouched(tmp_path):
     bad.write_text("{not json")
     run_cli("explain", bad)
     assert bad.read_text() == "{not json"
+
+
+def test_event_args_that_are_not_an_object(tmp_path):
+    import json
+    bad = tmp_path / "args.json"
+    bad.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2,
+                                                "args": [1, 2]}]}))
+    _assert_clean_error(run_cli("explain", bad), "args.json", "event #0", "'args'")
+
+
+def test_device_properties_of_the_wrong_shape_mean_unknown_device(tmp_path):
+    import json
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"deviceProperties": "H200", "traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "args": {}}]}))
+    proc = run_cli("explain", odd, "--format", "json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["device"]["spec"] is None
+    assert "unknown device" in proc.stderr
+
+
+BOOM = """
+import sys
+import tracekit.analyze as analyze
+def boom(*args, **kwargs):
+    raise RuntimeError("boom")
+analyze.analyze_path = boom
+sys.argv = ["tracekit", "explain", "some.json"]
+from tracekit.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_an_internal_error_is_one_line_unless_debugging(debug):
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, **({"TRACEKIT_DEBUG": "1"} if debug else {})}
+    env.pop("TRACEKIT_DEBUG", None) if not debug else None
+    proc = subprocess.run([sys.executable, "-c", BOOM], capture_output=True, text=True, env=env)
+    if debug:
+        assert proc.returncode == 1 and "Traceback" in proc.stderr and "RuntimeError: boom" in proc.stderr
+    else:
+        _assert_clean_error(proc, "internal error", "RuntimeError: boom", "TRACEKIT_DEBUG")

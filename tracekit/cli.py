@@ -7,6 +7,7 @@ Exit codes: 0 ok, 1 a check failed, 2 unusable input or usage.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from enum import Enum
 from typing import Optional
@@ -76,6 +77,13 @@ def main() -> None:
     except KeyboardInterrupt:
         print("tracekit: interrupted", file=sys.stderr)
         sys.exit(130)
+    except Exception as exc:                      # a bug, or input we did not foresee: still one line
+        if os.environ.get("TRACEKIT_DEBUG"):
+            raise
+        where = " ".join(sys.argv[1:3])
+        print(f"tracekit: internal error on '{where}': {type(exc).__name__}: {exc} "
+              "(set TRACEKIT_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -82,6 +82,15 @@ def _bad_event(path: Path, index: int, what: str) -> TracekitError:
     return TracekitError(f"{path}: event #{index} {what}")
 
 
+def _args(e: dict, path: Path, i: int) -> dict:
+    args = e.get("args")
+    if args is None:
+        return {}
+    if not isinstance(args, dict):
+        raise _bad_event(path, i, f"({e.get('name', '?')!r}) has 'args' that is not an object")
+    return args
+
+
 def _interval_fields(e: dict, path: Path, i: int) -> tuple[float, float]:
     try:
         ts, dur = float(e["ts"]), float(e["dur"])
@@ -118,14 +127,15 @@ def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
             if "name" not in e:
                 raise _bad_event(p, i, f"({cat}) has no 'name' field")
             _interval_fields(e, p, i)
+            _args(e, p, i)
             device_rows.append((i, kind))
         elif cat in LAUNCH_CATEGORIES:
-            corr = (e.get("args") or {}).get("correlation")
+            corr = _args(e, p, i).get("correlation")
             if corr is not None:
                 launches[corr] = e
         elif cat in CPU_OP_CATEGORIES:
             _interval_fields(e, p, i)
-            ext = (e.get("args") or {}).get("External id")
+            ext = _args(e, p, i).get("External id")
             if ext is not None:
                 ops.setdefault(ext, e)
             name = e.get("name") or ""
