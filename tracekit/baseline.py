@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import TracekitError
+from .report import short_name  # noqa: F401  (check, diff and rules name kernels with it)
 
 STEP_FIELDS = ["step", "name", "kernels", "kernel_us", "floor_us", "gap", "busy_pct", "idle_us", "window_us"]
 KERNEL_FIELDS = ["name", "category", "op", "kind", "step", "dur_us", "floor_us", "gap", "fused_ops"]
@@ -228,16 +229,3 @@ def parse_tolerance(text: str | None, base: dict | None = None) -> dict[str, flo
     return tol
 
 
-def short_name(name: str, width: int = 72) -> str:
-    """A kernel name fit for one line: no ``void ``, no trailing argument list, at most ``width`` chars."""
-    s = str(name)
-    if s.startswith("void "):
-        s = s[5:]
-    if s.endswith(")") and "::" in s:
-        depth = 0
-        for i in range(len(s) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(s[i], 0)
-            if depth == 0:
-                s = s[:i].rstrip() or s
-                break
-    return s if len(s) <= width else s[: width - 1] + "…"

@@ -11,7 +11,8 @@ import networkx as nx
 
 from .dataflow import graph_of
 from .fusion import fusion_summary, step_fusion
-from .report_table import fmt_count, fmt_us, short_name
+from .report import short_name
+from .report_table import fmt_count, fmt_us
 
 CHAIN_ROWS = 40          # kernels shown per chain
 CHAIN_STEPS = 2          # steps whose chain is shown
@@ -72,7 +73,7 @@ def _print_chain(console, trace, step: int, name: str) -> None:
             else:
                 writes[v.producer].append(f"{_tensor(v.tensor)} (final)")
     for n in nodes[:CHAIN_ROWS]:
-        kernel = short_name(n.names[0]) + (f" (+{len(n.names) - 1} kernels)" if len(n.names) > 1 else "")
+        kernel = short_name(n.names[0], 70) + (f" (+{len(n.names) - 1} kernels)" if len(n.names) > 1 else "")
         unknown = n.io is None or n.io.outputs is None
         ct.add_row(str(n.index), kernel, "+".join(n.fused_ops) or "-", ", ".join(outside[n.index]) or "-",
                    "unknown" if unknown else ", ".join(writes[n.index]) or "-")

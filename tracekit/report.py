@@ -30,6 +30,23 @@ def _clean(value):
     return value
 
 
+def short_name(name: str, width: int = 72) -> str:
+    """A kernel name fit for one line: no ``void ``, no ``(anonymous namespace)::``, no trailing argument
+    list, at most ``width`` characters."""
+    s = str(name)
+    if s.startswith("void "):
+        s = s[5:]
+    s = s.replace("(anonymous namespace)::", "")
+    if s.endswith(")") and "::" in s:
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(s[i], 0)
+            if depth == 0:
+                s = s[:i].rstrip() or s
+                break
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
 def step_table(trace: Trace) -> pd.DataFrame:
     """One row per step: kernels, kernel time, floor sum, gap, GPU busy % and idle time between kernels."""
     df = trace.kernels

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .model import Trace
-from .report import step_table
+from .report import short_name, step_table
 
 
 def fmt_us(us) -> str:
@@ -40,21 +40,6 @@ def _shapes(dims) -> str:
         return ""
     return " ".join("x".join(map(str, d)) if isinstance(d, list) and d and all(isinstance(v, int) for v in d)
                     else "" for d in dims).strip()
-
-
-def short_name(name: str) -> str:
-    """A kernel name without 'void ', its argument list and long template arguments."""
-    name = name[5:] if name.startswith("void ") else name
-    name = name.replace("(anonymous namespace)::", "")
-    depth, out = 0, []
-    for ch in name:
-        if ch == "(" and depth == 0:
-            break
-        depth += ch == "<"
-        depth -= ch == ">"
-        out.append(ch)
-    text = "".join(out)
-    return text if len(text) <= 70 else text[:67] + "..."
 
 
 def kernel_groups(trace: Trace) -> pd.DataFrame:
@@ -107,7 +92,7 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False) -> No
         for col in ("dtype", "count", "time", "FLOPs", "bytes", "floor", "bound", "gap"):
             kt.add_column(col, justify="left" if col == "dtype" else "right", no_wrap=True)
         for r in groups.head(top).itertuples():
-            kt.add_row(short_name(r.name), r.category, r.op_name.removeprefix("aten::"), r.shapes, r.dtype_s, f"{r.count:g}", fmt_us(r.dur_us),
+            kt.add_row(short_name(r.name, 70), r.category, r.op_name.removeprefix("aten::"), r.shapes, r.dtype_s, f"{r.count:g}", fmt_us(r.dur_us),
                        fmt_count(r.flops if r.flops else float("nan")), fmt_count(r.bytes if r.bytes else float("nan")),
                        fmt_us(r.floor_us if r.floor_us else float("nan")), r.bound_s, fmt_gap(r.gap))
         console.print(kt)
