@@ -10,7 +10,7 @@ from .classify import classify
 from .cost.devices import load_spec, match_device, spec_by_id
 from .cost.roofline import apply_roofline, cost_rows
 from .errors import TracekitError
-from .fusion import annotate_fusion
+from .fusion import KernelSources, annotate_fusion
 from .graphs import map_graph_kernels
 from .load import load_trace
 from .model import Trace
@@ -67,8 +67,9 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
     if df["graph"].any():
         map_graph_kernels(trace, bundle_dir)
         df = trace.kernels
-    annotate_fusion(df, bundle_dir)
-    cost_rows(df, bundle_dir)
+    sources = KernelSources(bundle_dir)
+    annotate_fusion(df, bundle_dir, sources)
+    cost_rows(df, sources.roles)
     if device or spec or trace.spec is None:      # a loader may have chosen the spec (MLX graphs)
         trace.spec = choose_spec(trace, device, spec)
     trace.kernels = apply_roofline(df, trace.spec)

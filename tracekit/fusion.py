@@ -168,6 +168,11 @@ class KernelSources:
                         continue
         return self._texts
 
+    def roles(self, name: str, kernel_file) -> list[str] | None:
+        """Argument names of the kernel's signature (``in_out_ptr0``, ``in_ptr1``, ...), or None."""
+        text = self.source(name, kernel_file if isinstance(kernel_file, str) else None)
+        return signature_roles(text, name) if text else None
+
     def source(self, name: str, kernel_file) -> str | None:
         if self.folder is None:
             return None
@@ -309,9 +314,10 @@ def fill_fused_ops(df: pd.DataFrame, bundle_dir: Path | None = None,
 
 # ---- the tensors each row reads and writes ------------------------------------------------------
 
-def annotate_fusion(df: pd.DataFrame, bundle_dir: Path | None = None) -> pd.DataFrame:
+def annotate_fusion(df: pd.DataFrame, bundle_dir: Path | None = None,
+                    sources: KernelSources | None = None) -> pd.DataFrame:
     """``fused_ops`` for every row and, in the hidden ``io`` column, the tensors its op reads and writes."""
-    sources = KernelSources(bundle_dir)
+    sources = sources or KernelSources(bundle_dir)
     fill_fused_ops(df, bundle_dir, sources)
     memo: dict = {}
     io = []
@@ -322,8 +328,7 @@ def annotate_fusion(df: pd.DataFrame, bundle_dir: Path | None = None) -> pd.Data
         if key not in memo:
             roles = None
             if key[0] and (key[0].startswith("triton") or key[0].startswith("cpp_fused")):
-                text = sources.source(key[0], kfile if isinstance(kfile, str) else None)
-                roles = signature_roles(text, key[0]) if text else None
+                roles = sources.roles(key[0], kfile)
             memo[key] = node_io(key[0], dims, types, concrete, roles)
         io.append(memo[key])
     df["io"] = io

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from .registry import Cost, OpCall, cost_of
-from .triton import INDUCTOR_KERNEL, read_roles, triton_cost
+from .triton import INDUCTOR_KERNEL, triton_cost
+
+RolesFn = Callable[[str, object], 'list[str] | None']   # (kernel op, kernel_file) -> pointer names
 
 _DEVICE_TO_DEVICE = re.compile(r"dtod|device -> device|d2d", re.IGNORECASE)
 
 
-def _row_cost(name: str, kind: str, op, dims, types, strides, concrete, kernel_file, fused, bundle_dir,
-              event_bytes: float) -> Cost | str:
+def _row_cost(name: str, kind: str, op, dims, types, strides, concrete, kernel_file, fused,
+              roles_of: RolesFn | None, event_bytes: float) -> Cost | str:
     if kind == "memcpy":
         if not _DEVICE_TO_DEVICE.search(name):
             return "host/peer copy: link bandwidth is not in the device spec"
@@ -32,14 +34,15 @@ def _row_cost(name: str, kind: str, op, dims, types, strides, concrete, kernel_f
         return f"{op}: input shapes not recorded (profile with record_shapes=True)"
     call = OpCall(op, dims, types or [], strides, concrete, kernel=name)
     if INDUCTOR_KERNEL.match(op) or INDUCTOR_KERNEL.match(name):
-        roles = read_roles(kernel_file, op, bundle_dir)
+        roles = roles_of(op, kernel_file) if roles_of else None
         return triton_cost(call, list(fused or []), roles)
     return cost_of(call)
 
 
-def cost_rows(df: pd.DataFrame, bundle_dir: Path | None = None) -> pd.DataFrame:
+def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None) -> pd.DataFrame:
     """Fill dtype, flops, bytes and cost_note. Kernels sharing one op call: the op's cost goes to the
-    longest of them, the others point to it."""
+    longest of them, the others point to it. ``roles_of`` gives an Inductor kernel's pointer names
+    from its kept source (fusion.KernelSources.roles), so in/out pointers count twice."""
     if df.empty:
         return df
     memo: dict = {}
@@ -51,7 +54,7 @@ def cost_rows(df: pd.DataFrame, bundle_dir: Path | None = None) -> pd.DataFrame:
         key = (row[0], row[1], row[2], repr(row[3]), repr(row[4]), repr(row[6]), row[7], event_bytes)
         cost = memo.get(key)
         if cost is None:
-            cost = memo[key] = _row_cost(*row[:8], row[8], bundle_dir, row[9])
+            cost = memo[key] = _row_cost(*row[:9], roles_of, row[9])
         if isinstance(cost, Cost):
             dtype.append(cost.dtype)
             flops.append(cost.flops)

@@ -10,34 +10,11 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 from .registry import Cost, OpCall, Tensor
 
 INDUCTOR_KERNEL = re.compile(r"^triton_(poi|per|red|tem|for|mm|bmm)_")
 _MATMUL_OPS = re.compile(r"(?:^|_)(mm|addmm|bmm|baddbmm|matmul|linear|convolution)(?:_|$)")
-_SIGNATURE = re.compile(r"def\s+(triton_\w+)\s*\(([^)]*)\)")
-
-
-def pointer_roles(source: str, kernel: str) -> list[str] | None:
-    """Argument names of ``kernel``'s signature in an Inductor source file, or None."""
-    for match in _SIGNATURE.finditer(source):
-        if match.group(1) == kernel:
-            return [a.split(":")[0].strip() for a in match.group(2).split(",") if a.strip()]
-    return None
-
-
-def read_roles(kernel_file: str | None, kernel: str, bundle_dir: Path | None) -> list[str] | None:
-    """Roles from the bundle's copy of the kernel source (bundle/kernels/<basename>)."""
-    if not kernel_file or bundle_dir is None:
-        return None
-    copy = bundle_dir / "kernels" / Path(str(kernel_file)).name
-    if not copy.is_file():                  # raw captures: bundle_dir is the <trace stem>.kernels/ folder
-        copy = bundle_dir / Path(str(kernel_file)).name
-    try:
-        return pointer_roles(copy.read_text(errors="replace"), kernel)
-    except OSError:
-        return None
 
 
 def _gemm_dims(tensors: list[Tensor]) -> tuple[int, int, int, int] | None:
