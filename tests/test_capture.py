@@ -47,7 +47,7 @@ def test_small_model_bundle_holds_ops_shapes_and_steps(small_bundle):
     out, proc = small_bundle
     # the script ran as `python small_model.py --iters 3`: own argv, __main__, output untouched
     assert "argv=['--iters', '3'] out=(4, 32) name=__main__" in proc.stdout
-    assert sorted(p.name for p in out.iterdir()) == ["meta.json", "trace.json.gz"]
+    assert sorted(p.name for p in out.iterdir()) == ["et.json.gz", "meta.json", "trace.json.gz"]
     ev = events(out)
     dims = {e["name"]: e["args"].get("Input Dims") for e in ev if e.get("cat") == "cpu_op"}
     assert dims["aten::addmm"] == [[32], [4, 512], [512, 32], [], []]
@@ -208,13 +208,15 @@ def test_mlx_script_goes_to_the_mlx_capture(tmp_path):
     assert meta(tmp_path / "b")["framework"] == "mlx"
 
 
-def test_copy_kernel_files_keeps_sources_and_marks_vanished_ones(tmp_path):
+def test_copy_kernel_files_keeps_sources_and_marks_vanished_ones(tmp_path, monkeypatch):
     """Inductor sources live under /tmp and vanish: the bundle keeps a copy of each one still there."""
-    from tracekit.capture_cli import copy_kernel_files
-    src = tmp_path / "cabc123.py"
+    from tracekit.bundle import copy_kernel_files
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    src = tmp_path / ("c" + "a1" * 26 + ".py")
     src.write_text("def triton_poi_fused_relu_0(in_out_ptr0, xnumel, XBLOCK): pass\n")
     kdir = tmp_path / "bundle" / "kernels"
     kdir.parent.mkdir()
-    copied = copy_kernel_files({str(src), str(tmp_path / "gone.py")}, kdir)
-    assert copied == {str(src): "cabc123.py", str(tmp_path / "gone.py"): None}
-    assert (kdir / "cabc123.py").read_text() == src.read_text()
+    gone = tmp_path / ("c" + "b2" * 26 + ".py")
+    copied = copy_kernel_files({str(src), str(gone)}, kdir)
+    assert copied == {str(src): src.name, str(gone): None}
+    assert (kdir / src.name).read_text() == src.read_text()

@@ -20,22 +20,22 @@ import time
 import warnings
 from pathlib import Path
 
-from . import __version__
-from .errors import TracekitError
+from . import __version__, bundle
+from .errors import TracekitError, say_error
 
 _COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
 
 
 def _say(quiet: bool, msg: str) -> None:
     if not quiet:
-        print(f"tracekit: {msg}", file=sys.stderr, flush=True)
+        say_error(f"tracekit: {msg}\n")
 
 
 class Session:
     """One capture: profiler on/off by steps, step ranges, graph bracketing, the bundle at the end."""
 
     def __init__(self, out: Path, *, steps: int | None = None, warmup: int = 0, quiet: bool = False,
-                 meta: dict | None = None) -> None:
+                 meta: dict | None = None, execution_trace: bool = True) -> None:
         import torch
         from torch.profiler import ProfilerActivity
 
@@ -62,10 +62,22 @@ class Session:
         self._hooks: list = []
         self.kernel_paths: set[str] = set()
         self._thread = threading.get_ident()
+        self.finished = False
+        self.execution_trace = None            # the ExecutionTraceObserver of the main recording
+        self.record_execution_trace = execution_trace
 
     # profiler -----------------------------------------------------------------------------------
-    def _new_profiler(self):
-        return self._profile_cls(activities=self.activities, record_shapes=True)
+    def _new_profiler(self, execution_trace: bool = False):
+        """A profiler with shapes on; with ``execution_trace``, tensor identities are recorded too
+        (``torch.profiler.ExecutionTraceObserver``, written to et.json and gzipped at the end)."""
+        observer = None
+        if execution_trace and self.record_execution_trace and self.execution_trace is None:
+            from torch.profiler import ExecutionTraceObserver
+
+            observer = ExecutionTraceObserver().register_callback(str(self.out / "et.json"))
+            self.execution_trace = observer
+        return self._profile_cls(activities=self.activities, record_shapes=True,
+                                 execution_trace_observer=observer)
 
     def start(self) -> None:
         """Install graph bracketing; record from here unless warm-up steps come first."""
@@ -79,7 +91,7 @@ class Session:
     def _record(self) -> None:
         if self.state != "idle":
             return
-        self.prof = self._new_profiler()
+        self.prof = self._new_profiler(execution_trace=True)
         self.prof.start()
         self.state = "recording"
         _say(self.quiet, f"recording (steps: {self.steps or 'all'}, warm-up: {self.warmup})")
@@ -280,23 +292,43 @@ class Session:
         where = "trace.json.gz" if self.torch._C._autograd._profiler_enabled() else None
         if side is not None:
             side.stop()
-            where = f"graph_capture_{gid}.json.gz" if ok else None
+            where = bundle.graph_capture_name(gid) if ok else None
             if ok:
-                self._export(side, self.out / f"graph_capture_{gid}.json")
+                self._export(side, self.out / bundle.graph_capture_name(gid).removesuffix(".gz"))
         self.graphs[gid]["capture"] = where
 
     # bundle -------------------------------------------------------------------------------------
     def _export(self, prof, json_path: Path) -> Path:
-        from .capture_cli import gzip_trace
-
         _say(self.quiet, f"writing {json_path.name}.gz")
         prof.export_chrome_trace(str(json_path))
-        return gzip_trace(json_path, self.quiet, self.kernel_paths)
+        return bundle.gzip_trace(json_path, self.quiet, self.kernel_paths)
+
+    def write_meta(self, state: str) -> None:
+        """meta.json: written with ``"state": "running"`` before the script starts (what a killed
+        capture leaves), then with ``"state": "done"`` and everything else by ``finish``."""
+        self.meta.update({"tracekit_version": __version__, "state": state})
+        (self.out / bundle.META).write_text(json.dumps(self.meta, indent=1, default=str) + "\n")
+
+    def _close_execution_trace(self) -> str | None:
+        """Finish the execution trace file and gzip it; its bundle name, or None."""
+        observer, self.execution_trace = self.execution_trace, None
+        if observer is None:
+            return None
+        try:
+            observer.unregister_callback()
+        except (RuntimeError, AttributeError):
+            pass
+        raw = self.out / "et.json"
+        if not raw.is_file() or raw.stat().st_size == 0:
+            raw.unlink(missing_ok=True)
+            return None
+        return bundle.gzip_trace(raw, self.quiet, set()).name
 
     def finish(self, exit_code: int) -> Path:
         """Close the open step, stop, write trace.json.gz, kernels/ and meta.json; undo all patches."""
-        from .capture_cli import copy_kernel_files
-
+        if self.finished:
+            return self.out
+        self.finished = True
         if self._step_rf is not None:
             self.end_step()
         if self.first_call_s is None and self.begun:
@@ -306,20 +338,22 @@ class Session:
         for undo in reversed(self._undo):
             undo()
         self._undo.clear()
-        trace = self.out / "trace.json.gz"
+        trace = self.out / bundle.TRACE
         if self.prof is not None and not trace.exists():
             self._export(self.prof, self.out / "trace.json")
         if not trace.exists():
             _say(False, "warning: nothing was recorded (no step ran after the warm-up?); the bundle has no trace")
-        kernel_files = copy_kernel_files(self.kernel_paths, self.out / "kernels")
+        execution_trace = self._close_execution_trace()
+        kernel_files = bundle.copy_kernel_files(self.kernel_paths, self.out / bundle.KERNELS)
         self.meta.update(describe_environment(self.torch))
         self.meta.update({
             "tracekit_version": __version__, "step_rule": self.step_rule, "warmup": self.warmup,
             "steps_requested": self.steps, "steps_begun": self.begun, "steps_recorded": self.recorded,
             "first_call_s": self.first_call_s, "exit_code": exit_code, "cuda_graphs": self.graphs,
             "kernel_files": kernel_files, "trace": trace.name if trace.exists() else None,
+            "execution_trace": execution_trace,
         })
-        (self.out / "meta.json").write_text(json.dumps(self.meta, indent=1, default=str) + "\n")
+        self.write_meta("done")
         return self.out
 
 
@@ -359,12 +393,12 @@ class capture:
         self.session: Session | None = None
 
     def __enter__(self) -> "capture":
-        from .capture_cli import git_revision, prepare_out
-
         meta = {"framework": "torch", "command": "tracekit.capture()", "args": sys.argv,
-                "git": git_revision(Path(sys.argv[0] or ".").resolve().parent)}
+                "git": bundle.git_revision(Path(sys.argv[0] or ".").resolve().parent)}
         self.session = Session(self.out, meta=meta, **self._opts)      # checks steps/warm-up first
-        prepare_out(self.out, self._force)
+        self.out = bundle.prepare_out(self.out, self._force)
+        self.session.out = self.out
+        self.session.write_meta("running")
         self.session.step_rule = "cap.step()"
         self.session.start()
         self.session.begin_step()

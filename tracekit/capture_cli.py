@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import ast
 import builtins
-import gzip
+import contextlib
 import importlib
 import importlib.util
-import json
 import os
 import re
-import shutil
-import subprocess
+import signal
 import sys
+import threading
 import traceback
 import types
 from importlib.machinery import SourceFileLoader
@@ -27,63 +26,13 @@ from typing import List, Optional
 
 import typer
 
-from .errors import TracekitError
+from . import bundle
+from .capture import Session
+from .errors import TracekitError, say_error
 
 _MLX_IMPORT = re.compile(r"^\s*(import\s+mlx\b|from\s+mlx\b)", re.M)
 _TORCH_IMPORT = re.compile(r"^\s*(import\s+torch\b|from\s+torch\b)", re.M)
 WRAP_NAME = "__tracekit_step_wrap__"
-
-
-def prepare_out(out: str | Path, force: bool) -> Path:
-    """The bundle folder, created empty; an existing one is refused unless ``force`` and it is a bundle."""
-    p = Path(out)
-    if p.exists():
-        if not p.is_dir():
-            raise TracekitError(f"{p} exists and is not a folder")
-        if not force:
-            raise TracekitError(f"{p} already exists (use --force to replace it)")
-        if any(p.iterdir()) and not (p / "meta.json").is_file():
-            raise TracekitError(f"{p} is not empty and is not a tracekit bundle: refusing to replace it")
-        shutil.rmtree(p)
-    p.mkdir(parents=True)
-    return p
-
-
-_KERNEL_FILE = re.compile(rb'"kernel_file":\s*"((?:[^"\\]|\\.)*)"')
-
-
-def gzip_trace(json_path: Path, quiet: bool, kernel_paths: set[str]) -> Path:
-    """json → json.gz (progress bar on stderr for large traces); collects args["kernel_file"] paths."""
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
-
-    gz, size, chunk = json_path.with_name(json_path.name + ".gz"), json_path.stat().st_size, 1 << 22
-    bar = Progress(TextColumn("tracekit: gzip {task.description}"), BarColumn(), DownloadColumn(),
-                   console=Console(stderr=True), transient=True, disable=quiet or size < (32 << 20))
-    tail = b""
-    with bar, open(json_path, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
-        task = bar.add_task(json_path.name, total=size)
-        while block := src.read(chunk):
-            dst.write(block)
-            for m in _KERNEL_FILE.finditer(tail + block):
-                kernel_paths.add(json.loads(b'"' + m.group(1) + b'"'))
-            tail = block[-4096:]
-            bar.advance(task, len(block))
-    json_path.unlink()
-    return gz
-
-
-def copy_kernel_files(paths: set[str], kdir: Path) -> dict[str, str | None]:
-    """Copy each Inductor kernel source into kdir/<basename>; original path → copy name (None: gone)."""
-    copied: dict[str, str | None] = {}
-    for src in sorted(paths):
-        if not os.path.isfile(src):
-            copied[src] = None
-            continue
-        kdir.mkdir(exist_ok=True)
-        shutil.copyfile(src, kdir / os.path.basename(src))
-        copied[src] = os.path.basename(src)
-    return copied
 
 
 def load_script(script: str) -> tuple[Path, str, types.CodeType]:
@@ -177,23 +126,11 @@ def install_step_fn(session, spec: str, path: Path, source: str, code: types.Cod
     return code
 
 
-def git_revision(folder: Path) -> dict | None:
-    """HEAD commit and dirty flag of the git repository holding ``folder``, or None."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
-    try:
-        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "-uno"))}
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-
 def exit_status(exc: SystemExit) -> int:
     """The status ``python script.py`` exits with after ``sys.exit(code)`` (a message prints, status 1)."""
     if exc.code is None or isinstance(exc.code, int):
         return exc.code or 0
-    print(exc.code, file=sys.stderr)
+    say_error(f"{exc.code}\n")
     return 1
 
 
@@ -204,6 +141,15 @@ def _script_traceback(exc: BaseException, path: Path) -> str:
     first = names.index(str(path.resolve())) if str(path.resolve()) in names else 0
     te.stack = traceback.StackSummary.from_list(te.stack[first:])
     return "".join(te.format())
+
+
+def _flush_quietly(stream) -> None:
+    """Flush a stream the script may have closed or broken."""
+    try:
+        if stream is not None and not stream.closed:
+            stream.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def run_script(code: types.CodeType, path: Path, argv: list[str], extra: dict) -> int:
@@ -221,72 +167,113 @@ def run_script(code: types.CodeType, path: Path, argv: list[str], extra: dict) -
     except SystemExit as exc:
         return exit_status(exc)
     except KeyboardInterrupt as exc:
-        sys.stderr.write(_script_traceback(exc, path))
+        say_error(_script_traceback(exc, path))
         return 130
     except BaseException as exc:  # noqa: BLE001  (python's own top level: show it, exit 1)
-        sys.stdout.flush()
-        sys.stderr.write(_script_traceback(exc, path))
+        _flush_quietly(sys.stdout)
+        say_error(_script_traceback(exc, path))
         return 1
     finally:
-        sys.stdout.flush()
+        _flush_quietly(sys.stdout)
         sys.argv, sys.path[:] = saved_argv, saved_path
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
 
 
+class ScriptTerminated(SystemExit):
+    """SIGTERM/SIGHUP while the script runs: unwind it so the bundle is still written."""
+
+
+@contextlib.contextmanager
+def bundle_on_every_exit(finish):
+    """While the script runs, ``os._exit`` and SIGTERM/SIGHUP first write the bundle (``finish(code)``)
+    and then end the process with the script's code (128 + signal for a signal). SIGKILL cannot be
+    caught: the bundle then holds the meta.json written at the start, ``"state": "running"``."""
+    real_exit, pid = os._exit, os.getpid()
+
+    def _exit(code: int = 0) -> None:
+        if os.getpid() == pid:                      # not in a forked worker: it is the script leaving
+            try:
+                finish(code)
+            except BaseException:                   # noqa: BLE001  (exiting anyway)
+                pass
+        real_exit(code)
+
+    def on_signal(signum, frame):
+        raise ScriptTerminated(128 + signum)
+
+    saved = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) in (signal.SIG_DFL, None):
+                saved[sig] = signal.signal(sig, on_signal)
+    os._exit = _exit
+    try:
+        yield
+    finally:
+        os._exit = real_exit
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
 def capture_script(script: str, args: list[str], out: str | None = None, steps: int | None = None,
-                   warmup: int = 0, step_fn: str | None = None, quiet: bool = False, force: bool = False) -> int:
+                   warmup: int = 0, step_fn: str | None = None, quiet: bool = False, force: bool = False,
+                   execution_trace: bool = True) -> int:
     """Profile ``python script args`` into a bundle folder; returns the script's exit code."""
     path, source, code = load_script(script)
     if steps is not None and steps < 1:
         raise TracekitError("--steps must be at least 1")
     if warmup < 0:
         raise TracekitError("--warmup must be 0 or more")
-    out_dir = Path(out) if out else Path.cwd() / f"{path.stem}.tracekit"
+    out_dir = (Path(out) if out else Path(f"{path.stem}.tracekit")).absolute()   # the script may chdir
     if is_mlx_script(source):
         return _capture_mlx(path, args, out_dir, quiet, force)
-    from .capture import Session
-
+    
     if importlib.util.find_spec("torch") is None:
         raise TracekitError("torch is not installed: capture needs it (pip install 'tracekit[capture]')")
-    out_dir = prepare_out(out_dir, force)
     meta = {"framework": "torch", "command": [sys.executable, script, *args], "script": str(path.resolve()),
-            "args": list(args), "cwd": str(Path.cwd()), "git": git_revision(path.resolve().parent)}
-    session = Session(out_dir, steps=steps, warmup=warmup, quiet=quiet, meta=meta)
+            "args": list(args), "cwd": str(Path.cwd()), "git": bundle.git_revision(path.resolve().parent)}
+    session = Session(out_dir, steps=steps, warmup=warmup, quiet=quiet, meta=meta,
+                      execution_trace=execution_trace)
     saved_path = sys.path[:]
     sys.path[0:1] = [str(path.resolve().parent)]       # --step-fn modules import as the script would
     try:
         code = install_step_fn(session, step_fn, path, source, code) if step_fn else code
-    except BaseException:
-        shutil.rmtree(out_dir, ignore_errors=True)
-        raise
     finally:
         sys.path[:] = saved_path
+    bundle.prepare_out(out_dir, force)
+    session.write_meta("running")
     session.adopt_script_profiler()
     if not step_fn:
         session.hook_root_module()
     session.start()
-    exit_code = run_script(code, path, [script, *args], {WRAP_NAME: session.wrap_step_fn})
+    with bundle_on_every_exit(lambda code: _finish(session, code, quiet)):
+        exit_code = run_script(code, path, [script, *args], {WRAP_NAME: session.wrap_step_fn})
+    _finish(session, exit_code, quiet)
+    return exit_code
+
+
+def _finish(session, exit_code: int, quiet: bool) -> None:
+    """Write the bundle (once) and say what it holds."""
+    if session.finished:
+        return
     session.finish(exit_code)
-    trace = out_dir / "trace.json.gz"
+    trace = session.out / bundle.TRACE
     size = f"{trace.stat().st_size / 1e6:.2f} MB" if trace.exists() else "no trace"
     if session.step_rule == "whole script":
         note = "no steps found (no root nn.Module call; try --step-fn module:function)"
     else:
         note = f"{session.recorded} step(s) recorded, rule {session.step_rule}"
     if not quiet:
-        print(f"tracekit: wrote {out_dir} ({size}; {note}; script exit code {exit_code})", file=sys.stderr)
-    return exit_code
+        say_error(f"tracekit: wrote {session.out} ({size}; {note}; script exit code {exit_code})\n")
 
 
 def _capture_mlx(path: Path, args: list[str], out_dir: Path, quiet: bool, force: bool) -> int:
-    if importlib.util.find_spec("tracekit.capture_mlx") is None:
-        raise TracekitError("MLX capture is not available")
     if importlib.util.find_spec("mlx") is None:
         raise TracekitError(f"{path}: imports mlx, which is not installed here")
     from .capture_mlx import capture_mlx_script
 
-    prepare_out(out_dir, force).rmdir()               # the same refusal rules; MLX writes the folder
+    bundle.prepare_out(out_dir, force)
     return capture_mlx_script(str(path), list(args), str(out_dir), quiet)
 
 
@@ -302,8 +289,11 @@ def register(app: typer.Typer) -> None:
         warmup: int = typer.Option(0, "--warmup", help="leave the first N steps out of the profile"),
         step_fn: Optional[str] = typer.Option(None, "--step-fn", help="module:function whose every call is one step"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress or status lines on stderr"),
-        force: bool = typer.Option(False, "--force", help="replace an existing bundle folder"),
+        force: bool = typer.Option(False, "--force", help="replace an existing bundle (only tracekit's own files)"),
+        execution_trace: bool = typer.Option(True, "--et/--no-et",
+                                             help="also record a PyTorch execution trace (tensor ids, outputs)"),
     ) -> None:
         """Profile a script into a bundle folder (trace.json.gz, meta.json, kernels/) for `explain`."""
-        code = capture_script(script, list(args or []), out, steps, warmup, step_fn, quiet, force)
+        code = capture_script(script, list(args or []), out, steps, warmup, step_fn, quiet, force,
+                              execution_trace)
         raise typer.Exit(code)

@@ -16,6 +16,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from . import bundle
 from .errors import TracekitError
 from .model import KERNEL_COLUMNS, Step, Trace
 
@@ -34,6 +35,9 @@ def resolve_trace_path(path: str | Path) -> Path:
     if not p.exists():
         raise TracekitError(f"{p}: no such file or folder")
     if p.is_dir():
+        meta = bundle.read_meta(p)
+        if meta is not None:
+            return _bundle_trace(p, meta)
         for name in TRACE_NAMES:
             if (p / name).is_file():
                 return p / name
@@ -45,6 +49,18 @@ def resolve_trace_path(path: str | Path) -> Path:
             raise TracekitError(f"{p}: folder holds no trace (expected trace.json.gz or one *.json[.gz])")
         raise TracekitError(f"{p}: folder holds several traces ({', '.join(f.name for f in found[:4])}); name one")
     return p
+
+
+def _bundle_trace(folder: Path, meta: dict) -> Path:
+    """The Kineto trace of a capture bundle, or a one-line reason why it has none."""
+    trace = folder / bundle.TRACE
+    if trace.is_file():
+        return trace
+    if meta.get("state") == "running":
+        raise TracekitError(f"{folder}: the capture did not finish (killed while the script ran?): "
+                            "the bundle holds no trace")
+    raise TracekitError(f"{folder}: the bundle holds no trace (script exit code {meta.get('exit_code')}; "
+                        "no step ran after the warm-up?)")
 
 
 def read_json(path: Path) -> object:
