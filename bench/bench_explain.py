@@ -32,10 +32,10 @@ SNIPPETS = {
     "json.load": ("import json", "json.load(open(path, 'rb'))"),
     "orjson.loads": ("import orjson", "orjson.loads(open(path, 'rb').read())"),
     "tracekit explain (load+classify+cost+roofline)": (
-        "from tracekit.analyze import analyze_path; from tracekit.report import explain_dict",
+        "from tracekit.analyze import analyze_path; from tracekit.report.document import explain_dict",
         "analyze_path(path)"),
     "tracekit explain + JSON report": (
-        "from tracekit.analyze import analyze_path; from tracekit.report import to_json",
+        "from tracekit.analyze import analyze_path; from tracekit.report.document import to_json",
         "to_json(analyze_path(path))"),
     "HTA TraceAnalysis (parse)": (
         "from hta.trace_analysis import TraceAnalysis; import os, shutil, tempfile; d = tempfile.mkdtemp(); "

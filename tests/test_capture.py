@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, explain_json, run_cli
-from tracekit.load import load_trace
+from tracekit.load.kineto import load_trace
 
 torch = pytest.importorskip("torch")
 SCRIPTS = ROOT / "tests" / "scripts"
@@ -191,7 +191,7 @@ def test_python_api_steps_and_warmup(tmp_path):
 
 
 def test_importing_the_cli_module_does_not_import_torch():
-    code = "import sys, tracekit.capture_cli, tracekit.cli; assert 'torch' not in sys.modules"
+    code = "import sys, tracekit.capture.script, tracekit.cli.app; assert 'torch' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
 
 

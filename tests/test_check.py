@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tracekit.baseline import expand_ops, load_side, parse_tolerance, short_name
+from tracekit.gate.baseline import expand_ops, load_side, parse_tolerance, short_name
 from tracekit.errors import TracekitError
-from tracekit.rules import evaluate, load_rules
+from tracekit.gate.rules import evaluate, load_rules
 
 from conftest import H200, PEERS, ROOT, run_cli
 

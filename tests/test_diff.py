@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tracekit.baseline import DEFAULT_TOLERANCE, load_side
-from tracekit.diff import compare
+from tracekit.gate.baseline import DEFAULT_TOLERANCE, load_side
+from tracekit.gate.diff import compare
 
 from conftest import H200, PEERS, run_cli
 

@@ -126,7 +126,7 @@ def boom(*args, **kwargs):
     raise RuntimeError("boom")
 analyze.analyze_path = boom
 sys.argv = ["tracekit", "explain", "some.json"]
-from tracekit.cli import main
+from tracekit.cli.app import main
 main()
 """
 

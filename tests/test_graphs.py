@@ -11,8 +11,8 @@ import pytest
 
 from conftest import H200, PEERS, ROOT, explain_json
 from tracekit.analyze import analyze_path
-from tracekit.graphs import map_graph_kernels
-from tracekit.load import load_trace
+from tracekit.load.graph_replay import map_graph_kernels
+from tracekit.load.kineto import load_trace
 
 SGLANG = PEERS / "tracelens" / "inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
 SGLANG_CAPTURE = PEERS / "tracelens" / "inference__sglang_decode__capture_traces__bs_32_rank0.json.gz"

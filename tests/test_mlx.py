@@ -14,11 +14,11 @@ import pytest
 
 mx = pytest.importorskip("mlx.core")
 
-from tracekit.capture_mlx import NO_COMPILER, capture_mlx_script  # noqa: E402
-from tracekit.errors import TracekitError  # noqa: E402
-from tracekit.mlx_graph import fused_parts, load_mlx, parse_dot, read_dot  # noqa: E402
+from conftest import ROOT, explain_json
 
-from conftest import ROOT, explain_json  # noqa: E402
+from tracekit.capture.mlx import NO_COMPILER, capture_mlx_script
+from tracekit.errors import TracekitError
+from tracekit.load.mlx import fused_parts, load_mlx, parse_dot, read_dot
 
 SCRIPTS = Path(__file__).parent / "scripts"
 COMMITTED = ROOT / "captures" / "mlx"
@@ -178,8 +178,8 @@ def test_stateful_compile_and_async_eval(tmp_path):
 
 
 def _run_capture(tmp: Path, args: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
-    code = ("import sys; from tracekit.capture_mlx import capture_mlx_script; "
-            f"sys.exit(capture_mlx_script(sys.argv[1], sys.argv[3:], sys.argv[2], False))")
+    code = ("import sys; from tracekit.capture.mlx import capture_mlx_script; "
+            "sys.exit(capture_mlx_script(sys.argv[1], sys.argv[3:], sys.argv[2], False))")
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
                           cwd=ROOT, env=env)
 

@@ -1,10 +1,9 @@
-"""tracekit: where the GPU time went, kernel by kernel, against each kernel's roofline floor."""
+"""tracekit: where the GPU time went, kernel by kernel, against each kernel's roofline floor.
 
-__version__ = "0.1.0"
+Stages, in the order data flows (docs/architecture.md): capture → load → model → classify → cost →
+fusion → report / gate, with ``ops`` (one record per op family) read by every stage.
+The Python API is ``tracekit.capture(out=...)`` (see ``tracekit.capture``).
+"""
 
-
-def capture(*args, **kwargs):
-    """Profile code in-process: ``with tracekit.capture(out="bundle") as cap: ...; cap.step()``."""
-    from .capture import capture as _capture
-
-    return _capture(*args, **kwargs)
+from tracekit import capture  # noqa: F401,E402  (the callable Python API; imports no torch)
+from tracekit.version import __version__  # noqa: F401

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import orjson
 
-from .classify import classify
-from .cost.devices import load_spec, match_device, spec_by_id
-from .cost.roofline import apply_roofline, cost_rows
-from .errors import TracekitError
-from .fusion import KernelSources, annotate_fusion
-from .graphs import map_graph_kernels
-from .load import load_trace
-from .model import Trace
+from tracekit.classify.categories import classify
+from tracekit.cost.devices import load_spec, match_device, spec_by_id
+from tracekit.cost.roofline import apply_roofline, cost_rows
+from tracekit.errors import TracekitError
+from tracekit.fusion.names import KernelSources, annotate_fusion
+from tracekit.load.graph_replay import map_graph_kernels
+from tracekit.load.kineto import load_trace
+from tracekit.model.trace import Trace
 
 
 def is_mlx_input(path: Path) -> bool:
@@ -83,7 +83,7 @@ def analyze_path(path: str | Path, step_marker: str | None = None, device: str |
     if not p.exists():
         raise TracekitError(f"{p}: no such file or folder")
     if is_mlx_input(p):
-        from .mlx_graph import load_mlx
+        from tracekit.load.mlx import load_mlx
         return [annotate(t, device, spec) for t in load_mlx(p)]
     trace = load_trace(p, step_marker)
     return [annotate(trace, device, spec, bundle_dir_of(p))]

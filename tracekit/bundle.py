@@ -26,7 +26,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from .errors import TracekitError
+from tracekit.errors import TracekitError
 
 META = "meta.json"
 TRACE = "trace.json.gz"

@@ -24,3 +24,11 @@ def say_error(text: str) -> None:
         os.write(2, text.encode(errors="replace"))
     except OSError:
         pass
+
+
+def exit_status(exc: SystemExit) -> int:
+    """The status ``python script.py`` exits with after ``sys.exit(code)`` (a message prints, status 1)."""
+    if exc.code is None or isinstance(exc.code, int):
+        return exc.code or 0
+    say_error(f"{exc.code}\n")
+    return 1

@@ -17,7 +17,7 @@ RUNS = {
     "mlp_compile_fp32_b8": ("mlx_mlp.py", ["--mode", "compile", "--dtype", "fp32", "--batch", "8"]),
     "mlp_nn_fp32_b8": ("mlx_mlp.py", ["--mode", "nn", "--dtype", "fp32", "--batch", "8"]),
 }
-CODE = ("import sys; from tracekit.capture_mlx import capture_mlx_script as c; "
+CODE = ("import sys; from tracekit.capture.mlx import capture_mlx_script as c; "
         "sys.exit(c(sys.argv[1], sys.argv[3:], sys.argv[2], False))")
 
 

@@ -2,4 +2,4 @@
 
 Importing the package registers every op model (one module per family of ops)."""
 
-from . import ops_attention, ops_conv, ops_matmul, ops_pointwise, ops_reduce  # noqa: F401
+from tracekit.cost import ops_attention, ops_conv, ops_matmul, ops_pointwise, ops_reduce  # noqa: F401

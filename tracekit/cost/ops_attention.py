@@ -6,7 +6,7 @@ between the products is counted in neither term: it is small next to the product
 
 from __future__ import annotations
 
-from .registry import Cost, OpCall, Tensor, need, register
+from tracekit.cost.registry import Cost, OpCall, Tensor, need, register
 
 
 def _attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, layout: str, extra: list[Tensor],

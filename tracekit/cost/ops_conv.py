@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from .registry import Cost, OpCall, need, register
-from .ops_matmul import matmul_dtype
+from tracekit.cost.ops_matmul import matmul_dtype
+from tracekit.cost.registry import Cost, OpCall, need, register
 
 # where stride/padding/dilation/transposed/groups sit in each op's arguments
 _LAYOUTS = {

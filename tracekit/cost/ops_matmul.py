@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from .registry import Cost, OpCall, Tensor, broadcast, need, register
+from tracekit.cost.registry import Cost, OpCall, Tensor, broadcast, need, register
 
 _TF32_KERNEL = re.compile(r"tf32|s1688|s16816|tensorop_s", re.IGNORECASE)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .registry import Cost, OpCall, broadcast, need, register
+from tracekit.cost.registry import Cost, OpCall, broadcast, need, register
 
 UNARY = ("relu gelu silu sigmoid tanh exp exp2 expm1 log log1p log2 neg abs sqrt rsqrt reciprocal sin cos "
          "erf erfinv hardswish hardsigmoid hardtanh leaky_relu elu selu celu softplus mish clamp clamp_min "

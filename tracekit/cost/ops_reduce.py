@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .registry import Cost, OpCall, need, register
+from tracekit.cost.registry import Cost, OpCall, need, register
 
 NORMS = ("aten::layer_norm aten::native_layer_norm aten::rms_norm aten::_fused_rms_norm aten::group_norm "
          "aten::native_group_norm aten::batch_norm aten::native_batch_norm aten::cudnn_batch_norm "

@@ -8,8 +8,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .registry import Cost, OpCall, cost_of
-from .triton import INDUCTOR_KERNEL, triton_cost
+from tracekit.cost.registry import Cost, OpCall, cost_of
+from tracekit.cost.triton import INDUCTOR_KERNEL, triton_cost
 
 RolesFn = Callable[[str, object], 'list[str] | None']   # (kernel op, kernel_file) -> pointer names
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from .registry import Cost, OpCall, Tensor
+from tracekit.cost.registry import Cost, OpCall, Tensor
 
 INDUCTOR_KERNEL = re.compile(r"^triton_(poi|per|red|tem|for|mm|bmm)_")
 _MATMUL_OPS = re.compile(r"(?:^|_)(mm|addmm|bmm|baddbmm|matmul|linear|convolution)(?:_|$)")

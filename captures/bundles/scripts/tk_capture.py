@@ -3,7 +3,7 @@ import sys
 
 import typer
 
-from tracekit import capture_cli
+from tracekit.capture import script as capture_cli
 from tracekit.errors import TracekitError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)

@@ -12,18 +12,9 @@ import contextlib
 import logging
 import sys
 import warnings
-from enum import Enum
 from pathlib import Path
 
-import orjson
-import typer
-
-from .errors import TracekitError
-
-
-class RanksFormat(str, Enum):
-    table = "table"
-    json = "json"
+from tracekit.errors import TracekitError
 
 
 def rank_breakdown(trace_dir: str | Path) -> list[dict]:
@@ -55,27 +46,3 @@ def rank_breakdown(trace_dir: str | Path) -> list[dict]:
                      "compute_pct": float(r["compute_time_pctg"]), "non_compute_pct": float(r["non_compute_time_pctg"]),
                      "comm_comp_overlap_pct": overlap_by_rank.get(r["rank"])})
     return rows
-
-
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def ranks(
-        trace_dir: str = typer.Argument(..., help="Folder with one trace per rank (HTA's layout)"),
-        format: RanksFormat = typer.Option(RanksFormat.table, "--format", "-f"),
-    ) -> None:
-        """Per-rank compute / non-compute / idle time and comm-compute overlap (via HTA)."""
-        rows = rank_breakdown(trace_dir)
-        if format is RanksFormat.json:
-            sys.stdout.buffer.write(orjson.dumps({"ranks": rows, "source": "HTA TraceAnalysis"}) + b"\n")
-            return
-        from rich.console import Console
-        from rich.table import Table
-        table = Table(title="per rank (HTA temporal breakdown; HTA rounds times to whole µs)", show_edge=False)
-        for col in ("rank", "kernel time", "compute", "non-compute", "idle", "comm/compute overlap"):
-            table.add_column(col, justify="right")
-        for r in rows:
-            overlap = r["comm_comp_overlap_pct"]
-            table.add_row(str(r["rank"]), f"{r['kernel_us'] / 1e3:.2f} ms", f"{r['compute_pct']:.1f}%",
-                          f"{r['non_compute_pct']:.1f}%", f"{r['idle_pct']:.1f}%",
-                          "-" if overlap is None else f"{overlap:.1f}%")
-        Console().print(table)

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import TracekitError
-from .report import short_name  # noqa: F401  (check, diff and rules name kernels with it)
+from tracekit.errors import TracekitError
+from tracekit.report.fmt import short_name  # noqa: F401  (check, diff and rules name kernels with it)
 
 STEP_FIELDS = ["step", "name", "kernels", "kernel_us", "floor_us", "gap", "busy_pct", "idle_us", "window_us"]
 KERNEL_FIELDS = ["name", "category", "op", "kind", "step", "dur_us", "floor_us", "gap", "fused_ops"]
@@ -123,7 +123,7 @@ def _explain_doc(path: Path) -> dict | None:
         return None
     if b'"traceEvents"' in _open_head(path):
         return None
-    from .load import read_json
+    from tracekit.load.kineto import read_json
     doc = read_json(path)
     if isinstance(doc, dict) and "graphs" in doc and isinstance(doc["graphs"], list):
         if len(doc["graphs"]) != 1:
@@ -167,8 +167,8 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
         source = "explain-json"
         warnings += [str(w) for w in doc.get("warnings") or []]
     else:
-        from .analyze import analyze_path
-        from .report import step_table
+        from tracekit.analyze import analyze_path
+        from tracekit.report.document import step_table
         traces = analyze_path(p, step_marker=step_marker, device=device, spec=spec)
         if len(traces) != 1:
             raise TracekitError(f"{p}: holds {len(traces)} graphs; check/diff compare one trace at a time")

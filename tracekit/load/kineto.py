@@ -16,9 +16,9 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from . import bundle
-from .errors import TracekitError
-from .model import KERNEL_COLUMNS, Step, Trace
+from tracekit import bundle
+from tracekit.errors import TracekitError
+from tracekit.model.trace import KERNEL_COLUMNS, Step, Trace
 
 DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
                      "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}

@@ -6,17 +6,18 @@ annotations). Unreadable input or an invalid rules file raises TracekitError (ex
 
 from __future__ import annotations
 
-import sys
 import xml.etree.ElementTree as ET
-from enum import Enum
-from typing import Optional
 
-import orjson
-import typer
-
-from .baseline import load_side, parse_tolerance, warn
-from .errors import TracekitError
-from .rules import Result, Rules, baseline_settings, evaluate, evaluate_baseline, load_rules
+from tracekit.errors import TracekitError
+from tracekit.gate.baseline import load_side, parse_tolerance, warn
+from tracekit.gate.rules import (
+    Result,
+    Rules,
+    baseline_settings,
+    evaluate,
+    evaluate_baseline,
+    load_rules,
+)
 
 
 def run_check(trace: str, baseline: str | None = None, rules_path: str | None = None,
@@ -35,7 +36,7 @@ def run_check(trace: str, baseline: str | None = None, rules_path: str | None = 
     warn(side)
     results: list[Result] = evaluate(rules, side) if rules else []
     if baseline:
-        from .diff import compare
+        from tracekit.gate.diff import compare
         base = load_side(baseline, step_marker, device, spec, skip)
         warn(base)
         settings = baseline_settings(rules, tol)
@@ -61,7 +62,7 @@ def to_junit(doc: dict) -> str:
     suites = ET.Element("testsuites", name="tracekit check", tests=n, failures=f, errors="0")
     suite = ET.SubElement(suites, "testsuite", name=f"tracekit check {doc['trace']}", tests=n, failures=f,
                           errors="0", skipped="0")
-    group = "tracekit.check." + (doc["rules"] or "baseline").replace("/", ".").removesuffix(".toml")
+    group = "tracekit.gate.check." + (doc["rules"] or "baseline").replace("/", ".").removesuffix(".toml")
     for r in doc["results"]:
         case = ET.SubElement(suite, "testcase", classname=group, name=r["rule"])
         if not r["ok"]:
@@ -89,39 +90,3 @@ def to_github(doc: dict) -> str:
                  f"{doc['failed']} failed")
     return "\n".join(lines) + "\n"
 
-
-class CheckFormat(str, Enum):
-    text = "text"
-    json = "json"
-    junit = "junit"
-    github = "github"
-
-
-def register(app: typer.Typer) -> None:
-    from .cli import DeviceOpt, SpecOpt, StepMarker
-
-    @app.command()
-    def check(
-        trace: str = typer.Argument(..., help="Trace, capture bundle or explain JSON to check"),
-        baseline: Optional[str] = typer.Option(None, "--baseline", "-b",
-                                               help="Trace, capture bundle or explain JSON to compare against"),
-        rules: Optional[str] = typer.Option(None, "--rules", "-r", help="Rules file (TOML), see docs/check.md"),
-        tolerance: Optional[str] = typer.Option(None, "--tolerance",
-                                                help="Baseline noise allowance: 0.1 or 10% (time), "
-                                                     "or time=10%,kernels=0 (default time=10%,kernels=0)"),
-        format: CheckFormat = typer.Option(CheckFormat.text, "--format", "-f", help="text, json, junit or github"),
-        skip_steps: Optional[int] = typer.Option(None, "--skip-steps", min=0,
-                                                 help="Leading steps to drop (warm-up); overrides the rules file"),
-        step_marker: Optional[str] = StepMarker,
-        device: Optional[str] = DeviceOpt,
-        spec: Optional[str] = SpecOpt,
-    ) -> None:
-        """Check a trace against rules and/or a baseline; exit 1 when a rule or the baseline fails."""
-        doc = run_check(trace, baseline, rules, tolerance, skip_steps, step_marker, device, spec)
-        if format is CheckFormat.json:
-            sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
-        else:
-            sys.stdout.write({"text": to_text, "junit": to_junit, "github": to_github}[format.value](doc))
-        sys.stdout.flush()
-        if not doc["ok"]:
-            raise typer.Exit(1)

@@ -18,9 +18,9 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from .classify import category_of
-from .errors import TracekitError
-from .model import KERNEL_COLUMNS, Trace
+from tracekit.classify.categories import category_of
+from tracekit.errors import TracekitError
+from tracekit.model.trace import KERNEL_COLUMNS, Trace
 
 # Primitives that launch no kernel: views and no-ops that share their input's buffer.
 VIEWS = frozenset("Broadcast BroadcastAxes Transpose Reshape Slice Split ExpandDims Squeeze Flatten Unflatten "
@@ -320,7 +320,7 @@ def _read_json(path: Path) -> dict | None:
 def _spec_for(info: dict):
     """Apple GPU: the spec matching its name; a CPU device: the "cpu" spec; else None."""
     try:
-        from .cost import devices
+        from tracekit.cost import devices
 
         if info.get("device_type") == "gpu":
             return devices.match_device({"name": info.get("device_name") or ""})
@@ -370,7 +370,7 @@ def load_mlx(path: str | Path) -> list[Trace]:
 def _register_compiled_cost() -> None:
     """Compiled rows: inputs read once, outputs written once, a FLOP per element per fused primitive."""
     try:
-        from .cost.registry import Cost, OpCall, register
+        from tracekit.cost.registry import Cost, OpCall, register
     except ImportError:
         return
 

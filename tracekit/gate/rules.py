@@ -17,9 +17,15 @@ except ModuleNotFoundError:             # Python 3.10: the same parser from PyPI
 
 import numpy as np
 
-from .baseline import DEFAULT_TOLERANCE, Side, expand_ops, fmt_num, short_name
-from .classify import CATEGORIES
-from .errors import TracekitError
+from tracekit.classify.categories import CATEGORIES
+from tracekit.errors import TracekitError
+from tracekit.gate.baseline import (
+    DEFAULT_TOLERANCE,
+    Side,
+    expand_ops,
+    fmt_num,
+    short_name,
+)
 
 FORBID_FIELDS = ("name", "op", "category", "kind")
 FORBID_SCOPES = ("steps", "all")
@@ -287,7 +293,7 @@ def baseline_settings(rules: Rules | None, tolerance: dict | None) -> dict:
 
 def evaluate_baseline(doc: dict, settings: dict) -> list[Result]:
     """Turn diff's comparison (A = baseline, B = current) into one Result per baseline rule."""
-    from .diff import regressions
+    from tracekit.gate.diff import regressions
     fails: dict[str, list[dict]] = {}
     for r in regressions(doc, settings["tol"], by_category=True):
         fails.setdefault(r["rule"], []).append(r)

@@ -9,7 +9,6 @@ torch script is about to run, so importing this module stays cheap.
 from __future__ import annotations
 
 import ast
-import builtins
 import contextlib
 import importlib
 import importlib.util
@@ -18,44 +17,17 @@ import re
 import signal
 import sys
 import threading
-import traceback
 import types
-from importlib.machinery import SourceFileLoader
 from pathlib import Path
-from typing import List, Optional
 
-import typer
-
-from . import bundle
-from .capture import Session
-from .errors import TracekitError, say_error
+from tracekit import bundle
+from tracekit.capture.session import Session
+from tracekit.capture.runner import load_script, run_script
+from tracekit.errors import TracekitError, say_error
 
 _MLX_IMPORT = re.compile(r"^\s*(import\s+mlx\b|from\s+mlx\b)", re.M)
 _TORCH_IMPORT = re.compile(r"^\s*(import\s+torch\b|from\s+torch\b)", re.M)
 WRAP_NAME = "__tracekit_step_wrap__"
-
-
-def load_script(script: str) -> tuple[Path, str, types.CodeType]:
-    """Path, source and compiled code of a Python script; one-line errors for anything else."""
-    path = Path(script)
-    if not path.exists():
-        raise TracekitError(f"{script}: no such file")
-    if path.is_dir():
-        raise TracekitError(f"{script}: is a folder, not a Python script")
-    data = path.read_bytes()
-    if b"\0" in data[:8192]:
-        raise TracekitError(f"{script}: not a Python script (binary file)")
-    try:
-        source = importlib.util.decode_source(data)
-    except (UnicodeDecodeError, SyntaxError) as exc:
-        raise TracekitError(f"{script}: not a Python script (cannot decode it: {exc})") from None
-    try:
-        code = compile(source, str(path.resolve()), "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        raise TracekitError(f"{script}: not valid Python: {exc.msg} (line {exc.lineno})") from None
-    except ValueError as exc:
-        raise TracekitError(f"{script}: not a Python script ({exc})") from None
-    return path, source, code
 
 
 def is_mlx_script(source: str) -> bool:
@@ -124,60 +96,6 @@ def install_step_fn(session, spec: str, path: Path, source: str, code: types.Cod
         raise TracekitError(f"--step-fn {spec!r}: {mod_name} has no function {target}")
     setattr(obj, attr, session.wrap_step_fn(fn))
     return code
-
-
-def exit_status(exc: SystemExit) -> int:
-    """The status ``python script.py`` exits with after ``sys.exit(code)`` (a message prints, status 1)."""
-    if exc.code is None or isinstance(exc.code, int):
-        return exc.code or 0
-    say_error(f"{exc.code}\n")
-    return 1
-
-
-def _script_traceback(exc: BaseException, path: Path) -> str:
-    """The traceback python would print: our own frames above the script's are left out."""
-    te = traceback.TracebackException.from_exception(exc)
-    names = [f.filename for f in te.stack]
-    first = names.index(str(path.resolve())) if str(path.resolve()) in names else 0
-    te.stack = traceback.StackSummary.from_list(te.stack[first:])
-    return "".join(te.format())
-
-
-def _flush_quietly(stream) -> None:
-    """Flush a stream the script may have closed or broken."""
-    try:
-        if stream is not None and not stream.closed:
-            stream.flush()
-    except (OSError, ValueError):
-        pass
-
-
-def run_script(code: types.CodeType, path: Path, argv: list[str], extra: dict) -> int:
-    """Execute ``code`` as __main__ with python's argv and sys.path[0]; returns python's exit code."""
-    main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=str(path.resolve()), __cached__=None, __builtins__=builtins, __spec__=None,
-                         __package__=None, __loader__=SourceFileLoader("__main__", str(path)), **extra)
-    saved_argv, saved_path, saved_main = sys.argv[:], sys.path[:], sys.modules.get("__main__")
-    sys.argv = argv
-    sys.path[0:1] = [str(path.resolve().parent)]
-    sys.modules["__main__"] = main
-    try:
-        exec(code, main.__dict__)
-        return 0
-    except SystemExit as exc:
-        return exit_status(exc)
-    except KeyboardInterrupt as exc:
-        say_error(_script_traceback(exc, path))
-        return 130
-    except BaseException as exc:  # noqa: BLE001  (python's own top level: show it, exit 1)
-        _flush_quietly(sys.stdout)
-        say_error(_script_traceback(exc, path))
-        return 1
-    finally:
-        _flush_quietly(sys.stdout)
-        sys.argv, sys.path[:] = saved_argv, saved_path
-        if saved_main is not None:
-            sys.modules["__main__"] = saved_main
 
 
 class ScriptTerminated(SystemExit):
@@ -271,29 +189,7 @@ def _finish(session, exit_code: int, quiet: bool) -> None:
 def _capture_mlx(path: Path, args: list[str], out_dir: Path, quiet: bool, force: bool) -> int:
     if importlib.util.find_spec("mlx") is None:
         raise TracekitError(f"{path}: imports mlx, which is not installed here")
-    from .capture_mlx import capture_mlx_script
+    from tracekit.capture.mlx import capture_mlx_script
 
     bundle.prepare_out(out_dir, force)
     return capture_mlx_script(str(path), list(args), str(out_dir), quiet)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``capture`` command to the tracekit CLI."""
-
-    @app.command(context_settings={"help_option_names": ["-h", "--help"]})
-    def capture(
-        script: str = typer.Argument(..., help="the Python script to run (as `python script.py args`)"),
-        args: Optional[List[str]] = typer.Argument(None, help="arguments for the script, after --"),
-        out: Optional[str] = typer.Option(None, "--out", "-o", help="bundle folder (default: <script>.tracekit)"),
-        steps: Optional[int] = typer.Option(None, "--steps", help="stop profiling after N steps (the script runs on)"),
-        warmup: int = typer.Option(0, "--warmup", help="leave the first N steps out of the profile"),
-        step_fn: Optional[str] = typer.Option(None, "--step-fn", help="module:function whose every call is one step"),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress or status lines on stderr"),
-        force: bool = typer.Option(False, "--force", help="replace an existing bundle (only tracekit's own files)"),
-        execution_trace: bool = typer.Option(True, "--et/--no-et",
-                                             help="also record a PyTorch execution trace (tensor ids, outputs)"),
-    ) -> None:
-        """Profile a script into a bundle folder (trace.json.gz, meta.json, kernels/) for `explain`."""
-        code = capture_script(script, list(args or []), out, steps, warmup, step_fn, quiet, force,
-                              execution_trace)
-        raise typer.Exit(code)

@@ -2,44 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from .model import Trace
-from .report import short_name, step_table
-
-
-def fmt_us(us) -> str:
-    if us is None or (isinstance(us, float) and math.isnan(us)):
-        return "-"
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us:.2f} µs"
-
-
-def fmt_count(x) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.2f}{unit}"
-    return f"{x:.0f}"
-
-
-def fmt_gap(x) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}×"
-
-
-def _shapes(dims) -> str:
-    if not isinstance(dims, list):
-        return ""
-    return " ".join("x".join(map(str, d)) if isinstance(d, list) and d and all(isinstance(v, int) for v in d)
-                    else "" for d in dims).strip()
+from tracekit.model.trace import Trace
+from tracekit.report.document import step_table
+from tracekit.report.fmt import _shapes, fmt_count, fmt_gap, fmt_us, short_name
+from tracekit.report.fusion_view import print_fusion
 
 
 def kernel_groups(trace: Trace) -> pd.DataFrame:
@@ -97,5 +67,4 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False) -> No
                        fmt_us(r.floor_us if r.floor_us else float("nan")), r.bound_s, fmt_gap(r.gap))
         console.print(kt)
         if fusion:
-            from .fusion_view import print_fusion
             print_fusion(console, trace)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 import orjson
 import pandas as pd
 
-from .fusion import fusion_summary
-from .model import Trace
+from tracekit.fusion.names import fusion_summary
+from tracekit.model.trace import Trace
 
 KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "fused_ops",
                  "kind", "step", "start_us", "stream", "device", "dtype", "launch", "graph", "op_source",
@@ -28,23 +27,6 @@ def _clean(value):
     if isinstance(value, np.bool_):
         return bool(value)
     return value
-
-
-def short_name(name: str, width: int = 72) -> str:
-    """A kernel name fit for one line: no ``void ``, no ``(anonymous namespace)::``, no trailing argument
-    list, at most ``width`` characters."""
-    s = str(name)
-    if s.startswith("void "):
-        s = s[5:]
-    s = s.replace("(anonymous namespace)::", "")
-    if s.endswith(")") and "::" in s:
-        depth = 0
-        for i in range(len(s) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(s[i], 0)
-            if depth == 0:
-                s = s[:i].rstrip() or s
-                break
-    return s if len(s) <= width else s[: width - 1] + "…"
 
 
 def step_table(trace: Trace) -> pd.DataFrame:
@@ -140,18 +122,3 @@ def to_csv(traces: list[Trace]) -> str:
             out.insert(0, "graph", g)
         frames.append(out)
     return pd.concat(frames).to_csv(index=False) if frames else ""
-
-
-def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False) -> None:
-    """Write one format to stdout; warnings go to stderr."""
-    for t in traces:
-        for w in t.warnings:
-            print(f"tracekit: warning: {w}", file=sys.stderr)
-    if fmt == "json":
-        sys.stdout.buffer.write(to_json(traces) + b"\n")
-    elif fmt == "csv":
-        sys.stdout.write(to_csv(traces))
-    else:
-        from .report_table import print_tables
-        print_tables(traces, top=top, fusion=fusion)
-    sys.stdout.flush()

@@ -13,11 +13,9 @@ from __future__ import annotations
 import functools
 import os
 import platform
-import runpy
 import shutil
 import sys
 import time
-import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,8 +23,16 @@ from pathlib import Path
 import networkx as nx
 import orjson
 
-from . import __version__
-from .mlx_graph import BITWISE, REDUCE_LABELS, DotGraph, fused_parts, propagate, read_dot
+from tracekit.capture.runner import load_script, run_script
+from tracekit.load.mlx import (
+    BITWISE,
+    REDUCE_LABELS,
+    DotGraph,
+    fused_parts,
+    propagate,
+    read_dot,
+)
+from tracekit.version import __version__
 
 MAX_GRAPHS = int(os.environ.get("TRACEKIT_MLX_MAX_GRAPHS", "200"))
 NO_COMPILER = ("mx.compile did not fuse: no g++ on PATH. MLX on a CPU device builds fused kernels with g++ "
@@ -327,28 +333,6 @@ def _install(mx, rec: Recorder) -> list[tuple]:
     return saved
 
 
-def _run_script(script: str, args: list[str]) -> int:
-    """runpy the script as ``python script args`` would; its exit status."""
-    old_argv, old_path = sys.argv[:], sys.path[:]
-    sys.argv = [script, *args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    try:
-        runpy.run_path(script, run_name="__main__")
-        return 0
-    except SystemExit as exc:
-        from .capture_cli import exit_status
-        return exit_status(exc)
-    except BaseException as exc:   # noqa: BLE001 - the script's own error: show it as python would
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_globals.get("__name__") in ("runpy", __name__):
-            tb = tb.tb_next
-        traceback.print_exception(type(exc), exc, tb)
-        return 130 if isinstance(exc, KeyboardInterrupt) else 1
-    finally:
-        sys.argv[:] = old_argv
-        sys.path[:] = old_path
-
-
 def capture_mlx_script(script: str, args: list[str], out: Path, quiet: bool) -> int:
     """Run an MLX script, writing out/graphs/NNN.{dot,json} and out/meta.json; the script's exit code."""
     import mlx.core as mx
@@ -362,7 +346,8 @@ def capture_mlx_script(script: str, args: list[str], out: Path, quiet: bool) -> 
     started, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.time()
     saved = _install(mx, rec)
     try:
-        code = _run_script(script, args)
+        path, _, compiled = load_script(script)
+        code = run_script(compiled, path, [script, *args], {})
     finally:
         for owner, name, value in saved:
             setattr(owner, name, value)
@@ -376,7 +361,7 @@ def capture_mlx_script(script: str, args: list[str], out: Path, quiet: bool) -> 
                         f"({rec.evals} in all; TRACEKIT_MLX_MAX_GRAPHS raises the limit)")
     no_fusion = NO_COMPILER if rec.compiled_calls and not fuses else None
     meta = {
-        "framework": "mlx", "command": [sys.executable, script, *args], "cwd": os.getcwd(), "exit_code": code,
+        "framework": "mlx", "tracekit_version": __version__, "command": [sys.executable, script, *args], "cwd": os.getcwd(), "exit_code": code,
         "started": started, "wall_s": round(time.time() - t0, 3),
         "versions": {"mlx": getattr(mx, "__version__", None), "python": platform.python_version(),
                      "tracekit": __version__, "platform": platform.platform()},

@@ -3,25 +3,15 @@ between them and the fusion headroom (docs/fusion.md)."""
 
 from __future__ import annotations
 
-import math
-
+import networkx as nx
 from rich.table import Table
 
-import networkx as nx
-
-from .dataflow import graph_of
-from .fusion import fusion_summary, step_fusion
-from .report import short_name
-from .report_table import fmt_count, fmt_us
+from tracekit.fusion.dataflow import graph_of
+from tracekit.fusion.names import fusion_summary, step_fusion
+from tracekit.report.fmt import fmt_bytes, fmt_count, fmt_us, short_name
 
 CHAIN_ROWS = 40          # kernels shown per chain
 CHAIN_STEPS = 2          # steps whose chain is shown
-
-
-def fmt_bytes(x) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    return fmt_count(float(x)) + "B"
 
 
 def _tensor(t) -> str:

@@ -6,7 +6,6 @@ Exit codes: 0 ok, 1 a check failed, 2 unusable input or usage.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from enum import Enum
@@ -14,13 +13,12 @@ from typing import Optional
 
 import typer
 
-from .errors import TracekitError
+from tracekit.cli import capture, check, diff, ranks
+from tracekit.cli.options import DeviceOpt, SpecOpt, StepMarker
+from tracekit.errors import TracekitError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Where the GPU time went: kernels, fusion and roofline floors from profiler traces.")
-
-# Modules that add their own command through ``register(app)``.
-COMMAND_MODULES = ("capture_cli", "check", "diff", "ranks")
 
 
 @app.callback()
@@ -34,12 +32,6 @@ class Format(str, Enum):
     csv = "csv"
 
 
-StepMarker = typer.Option(None, "--step-marker", help="Regex naming the event that marks one step "
-                          "(default: ProfilerStep#N, else the whole trace is one step).")
-DeviceOpt = typer.Option(None, "--device", help="Device spec id to use (e.g. h200), overriding the trace's.")
-SpecOpt = typer.Option(None, "--spec", help="A device spec TOML file (e.g. your measured ceilings).")
-
-
 @app.command()
 def explain(
     trace: str = typer.Argument(..., help="trace.json[.gz], a capture bundle folder, or an MLX .dot graph"),
@@ -51,18 +43,15 @@ def explain(
     fusion: bool = typer.Option(False, "--fusion", help="Show the fusion view: kernel chain, intermediates, headroom"),
 ) -> None:
     """Classify every kernel, count kernels per step, and set each against its roofline floor."""
-    from . import analyze, report
+    from tracekit.analyze import analyze_path
+    from tracekit.report.emit import emit
 
-    results = analyze.analyze_path(trace, step_marker=step_marker, device=device, spec=spec)
-    report.emit(results, format.value, top=top, fusion=fusion)
-
-
-def _register_commands() -> None:
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"tracekit.{name}").register(app)
+    results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec)
+    emit(results, format.value, top=top, fusion=fusion)
 
 
-_register_commands()
+for command in (capture, check, diff, ranks):
+    command.register(app)
 
 
 def main() -> None:

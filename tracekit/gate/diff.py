@@ -8,15 +8,9 @@ which lines up the same work compiled or scheduled differently (``cutlass`` vs `
 
 from __future__ import annotations
 
-import sys
-from enum import Enum
-from typing import Optional
-
-import orjson
 import pandas as pd
-import typer
 
-from .baseline import Side, fmt_num, load_side, parse_tolerance, short_name, warn
+from tracekit.gate.baseline import Side, fmt_num, short_name
 
 EPS = 1e-9
 PER_STEP = [("kernels", "kernels"), ("kernel_us", "kernel time (us)"), ("floor_us", "floor (us)"),
@@ -235,44 +229,3 @@ def to_markdown(doc: dict, top: int = 10) -> str:
     lines += _fused_lines(doc, md=True)
     return "\n".join(lines) + "\n"
 
-
-class DiffFormat(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-
-
-def register(app: typer.Typer) -> None:
-    from .cli import DeviceOpt, SpecOpt, StepMarker
-
-    @app.command()
-    def diff(
-        a: str = typer.Argument(..., help="Trace, capture bundle or explain JSON (the before side)"),
-        b: str = typer.Argument(..., help="Trace, capture bundle or explain JSON (the after side)"),
-        format: DiffFormat = typer.Option(DiffFormat.text, "--format", "-f", help="text, json or markdown"),
-        fail_on_regression: bool = typer.Option(False, "--fail-on-regression",
-                                                help="Exit 1 when B has more kernels per step, lost fused ops, "
-                                                     "or kernel time per step up beyond tolerance"),
-        tolerance: Optional[str] = typer.Option(None, "--tolerance",
-                                                help="Noise allowance: 0.1 or 10% (time), or time=10%,kernels=0"),
-        skip_steps: int = typer.Option(0, "--skip-steps", min=0, help="Leading steps to drop (warm-up)"),
-        top: int = typer.Option(10, "--top", help="Kernels listed per group (text, markdown)"),
-        step_marker: Optional[str] = StepMarker,
-        device: Optional[str] = DeviceOpt,
-        spec: Optional[str] = SpecOpt,
-    ) -> None:
-        """Line up two traces step by step: kernels, time, floors, fused ops gained or lost."""
-        tol = parse_tolerance(tolerance)
-        sa = load_side(a, step_marker, device, spec, skip_steps)
-        sb = load_side(b, step_marker, device, spec, skip_steps)
-        warn(sa), warn(sb)
-        doc = compare(sa, sb, tol)
-        if format is DiffFormat.json:
-            sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-        elif format is DiffFormat.markdown:
-            sys.stdout.write(to_markdown(doc, top))
-        else:
-            sys.stdout.write(to_text(doc, top))
-        sys.stdout.flush()
-        if fail_on_regression and doc["regressions"]:
-            raise typer.Exit(1)

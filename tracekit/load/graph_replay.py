@@ -24,9 +24,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from .load import (CPU_OP_CATEGORIES, GRAPH_LAUNCHES, LAUNCH_CATEGORIES, _enclosing, _innermost_ops,
-                   read_json, trace_events)
-from .model import Trace
+from tracekit.load.kineto import (
+    CPU_OP_CATEGORIES,
+    GRAPH_LAUNCHES,
+    LAUNCH_CATEGORIES,
+    _enclosing,
+    _innermost_ops,
+    read_json,
+    trace_events,
+)
+from tracekit.model.trace import Trace
 
 BEGIN_CAPTURE = re.compile(r"^(cuda|hip|cu)StreamBeginCapture")
 END_CAPTURE = re.compile(r"^(cuda|hip|cu)StreamEndCapture")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .cost.ops_pointwise import BINARY, COMPARE, TERNARY, UNARY
-from .cost.registry import OpCall, Tensor, broadcast
+from tracekit.cost.ops_pointwise import BINARY, COMPARE, TERNARY, UNARY
+from tracekit.cost.registry import OpCall, Tensor, broadcast
 
 _SIGNATURE = re.compile(r"def\s+(\w+)\s*\(([^)]*)\)")
 ELEMENTWISE = set(UNARY) | set(BINARY) | set(TERNARY) | {"dropout", "native_dropout", "alpha_dropout"}

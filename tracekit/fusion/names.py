@@ -20,7 +20,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .dataflow import fusion_summary, node_io, signature_roles, step_fusion  # noqa: F401  (re-exported)
+from tracekit.fusion.dataflow import (  # noqa: F401  (re-exported)
+    fusion_summary,
+    node_io,
+    signature_roles,
+    step_fusion,
+)
 
 VIEW_OPS = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "unsqueeze", "squeeze",
             "expand", "slice", "select", "as_strided", "alias", "view_as", "narrow", "split", "unbind",

@@ -1,0 +1,58 @@
+"""How numbers and kernel names are written for people: µs, counts, gaps, bytes, short names."""
+
+from __future__ import annotations
+
+import math
+
+
+def short_name(name: str, width: int = 72) -> str:
+    """A kernel name fit for one line: no ``void ``, no ``(anonymous namespace)::``, no trailing argument
+    list, at most ``width`` characters."""
+    s = str(name)
+    if s.startswith("void "):
+        s = s[5:]
+    s = s.replace("(anonymous namespace)::", "")
+    if s.endswith(")") and "::" in s:
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(s[i], 0)
+            if depth == 0:
+                s = s[:i].rstrip() or s
+                break
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def fmt_us(us) -> str:
+    if us is None or (isinstance(us, float) and math.isnan(us)):
+        return "-"
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.2f} µs"
+
+
+def fmt_count(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f}{unit}"
+    return f"{x:.0f}"
+
+
+def fmt_gap(x) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}×"
+
+
+def _shapes(dims) -> str:
+    if not isinstance(dims, list):
+        return ""
+    return " ".join("x".join(map(str, d)) if isinstance(d, list) and d and all(isinstance(v, int) for v in d)
+                    else "" for d in dims).strip()
+
+
+def fmt_bytes(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return fmt_count(float(x)) + "B"
