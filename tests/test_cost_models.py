@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tracekit.cost.devices import spec_by_id
-from tracekit.cost.registry import OpCall, cost_of
+from tracekit.ops import OpCall, cost_of
 
 BF16 = "c10::BFloat16"
 

@@ -13,6 +13,7 @@ from tracekit.errors import TracekitError
 from tracekit.fusion.names import KernelSources, annotate_fusion
 from tracekit.load.graph_replay import map_graph_kernels
 from tracekit.load.kineto import load_trace
+from tracekit.model.schema import validate
 from tracekit.model.trace import Trace
 
 
@@ -45,6 +46,8 @@ def choose_spec(trace: Trace, device: str | None, spec: str | None):
         return load_spec(spec)
     if device:
         return spec_by_id(device)
+    if trace.metadata.get("framework") == "mlx":
+        return _mlx_spec(trace)
     if trace.is_cpu_only:
         trace.warnings.append("CPU-only trace: no floors unless --device or --spec names the CPU's ceilings")
         return None
@@ -55,6 +58,21 @@ def choose_spec(trace: Trace, device: str | None, spec: str | None):
     if found is None:
         trace.warnings.append(f"unknown device {trace.device_name!r}: no floors rather than a wrong spec "
                               "(use --device ID or --spec FILE)")
+    return found
+
+
+def _mlx_spec(trace: Trace):
+    """An MLX graph: the Apple GPU spec matching its device name, the "cpu" spec on a CPU device."""
+    kind = trace.metadata.get("device_type")
+    if kind is None:
+        return None
+    try:
+        found = match_device({"name": trace.device_name or ""}) if kind == "gpu" else \
+            spec_by_id("cpu") if kind == "cpu" else None
+    except TracekitError:
+        found = None
+    if found is None:
+        trace.warnings.append(f"no device spec matches {trace.device_name!r}: no floors (pass --device/--spec)")
     return found
 
 
@@ -70,9 +88,8 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
     sources = KernelSources(bundle_dir)
     annotate_fusion(df, bundle_dir, sources)
     cost_rows(df, sources.roles)
-    if device or spec or trace.spec is None:      # a loader may have chosen the spec (MLX graphs)
-        trace.spec = choose_spec(trace, device, spec)
-    trace.kernels = apply_roofline(df, trace.spec)
+    trace.spec = choose_spec(trace, device, spec)
+    trace.kernels = validate(apply_roofline(df, trace.spec))
     return trace
 
 

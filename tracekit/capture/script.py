@@ -21,8 +21,8 @@ import types
 from pathlib import Path
 
 from tracekit import bundle
-from tracekit.capture.session import Session
 from tracekit.capture.runner import load_script, run_script
+from tracekit.capture.session import Session
 from tracekit.errors import TracekitError, say_error
 
 _MLX_IMPORT = re.compile(r"^\s*(import\s+mlx\b|from\s+mlx\b)", re.M)

@@ -1,7 +1,8 @@
 """Give every row a category from its kernel name, then from its launching op.
 
 Rules are ordered (first match wins) regular expressions over the lowercased kernel name; when no
-name rule matches, the launching op decides; what is left is "other" (listed, never dropped).
+name rule matches, the launching op's record in the op table decides (an op without a record: its
+name's pattern); what is left is "other" (listed, never dropped).
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import re
 
 import pandas as pd
+
+from tracekit.ops import lookup
 
 CATEGORIES = ("gemm", "gemv", "conv", "attention", "elementwise", "reduction", "norm", "softmax",
               "memcpy", "memset", "communication", "triton", "other")
@@ -34,21 +37,18 @@ NAME_RULES: list[tuple[str, str]] = [
                     r"|tensorop|routing|to_dense"),
 ]
 
-OP_RULES: list[tuple[str, str]] = [
+# Ops that have no record in the op table: their category from the name's pattern.
+UNKNOWN_OP_RULES: list[tuple[str, str]] = [
     ("communication", r"^(c10d|nccl|gloo)|all_reduce|all_gather|reduce_scatter|record_param_comms|all2all"),
     ("attention", r"attention|sdpa|flash"),
     ("softmax", r"softmax"),
     ("norm", r"norm"),
     ("conv", r"conv"),
-    ("gemm", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|addbmm|einsum)$"),
-    ("reduction", r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|prod|var|std|norm|topk|sort|cumsum|any|all)$"),
-    ("memcpy", r"^aten::(copy_|to|_to_copy|contiguous|clone|cat)$"),
-    ("memset", r"^aten::(zero_|fill_|zeros|ones|full)$"),
     ("elementwise", r"^aten::"),
 ]
 
 _NAME = [(cat, re.compile(rx)) for cat, rx in NAME_RULES]
-_OP = [(cat, re.compile(rx)) for cat, rx in OP_RULES]
+_UNKNOWN_OP = [(cat, re.compile(rx)) for cat, rx in UNKNOWN_OP_RULES]
 
 
 def category_of(name: str, kind: str = "kernel", op: str | None = None) -> str:
@@ -60,13 +60,20 @@ def category_of(name: str, kind: str = "kernel", op: str | None = None) -> str:
         if rx.search(lowered):
             return cat
     if isinstance(op, str):
-        lowered_op = op.lower()
-        for cat, rx in _OP:
-            if rx.search(lowered_op):
-                if cat in ("memcpy", "memset") and kind == "kernel":
-                    return "elementwise"        # a copy/fill done by a kernel is elementwise work
-                return cat
+        cat = op_category(op)
+        if cat in ("memcpy", "memset") and kind == "kernel":
+            return "elementwise"                # a copy/fill done by a kernel is elementwise work
+        return cat
     return "other"
+
+
+def op_category(op: str) -> str:
+    """The category the op table gives an op; for an op without a record, its name's pattern."""
+    family = lookup(op)
+    if family is not None:
+        return family.category
+    lowered = op.lower()
+    return next((cat for cat, rx in _UNKNOWN_OP if rx.search(lowered)), "other")
 
 
 def classify(df: pd.DataFrame) -> pd.DataFrame:

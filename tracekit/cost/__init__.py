@@ -1,5 +1,2 @@
-"""Cost models: per-op FLOP and byte counts, device specs and roofline floors.
-
-Importing the package registers every op model (one module per family of ops)."""
-
-from tracekit.cost import ops_attention, ops_conv, ops_matmul, ops_pointwise, ops_reduce  # noqa: F401
+"""Stage: cost. Each row's FLOPs and minimal bytes from its op's record (``tracekit.ops``), the device
+specs (``devices``, ``specs/*.toml``), and the roofline floor, bound and gap (``roofline``)."""

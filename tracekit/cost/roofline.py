@@ -8,70 +8,79 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from tracekit.cost.registry import Cost, OpCall, cost_of
-from tracekit.cost.triton import INDUCTOR_KERNEL, triton_cost
+from tracekit.ops import Cost, OpCall, cost_of
+from tracekit.ops.inductor import inductor_cost, is_inductor_kernel
 
 RolesFn = Callable[[str, object], 'list[str] | None']   # (kernel op, kernel_file) -> pointer names
 
 _DEVICE_TO_DEVICE = re.compile(r"dtod|device -> device|d2d", re.IGNORECASE)
+_COST_INPUTS = ("name", "kind", "op", "op_dims", "op_types", "op_strides", "op_concrete", "kernel_file",
+                "fused_ops", "event_bytes")
 
 
-def _row_cost(name: str, kind: str, op, dims, types, strides, concrete, kernel_file, fused,
-              roles_of: RolesFn | None, event_bytes: float) -> Cost | str:
-    if kind == "memcpy":
-        if not _DEVICE_TO_DEVICE.search(name):
-            return "host/peer copy: link bandwidth is not in the device spec"
-        if event_bytes != event_bytes:
-            return "copy without a byte count"
-        return Cost(0.0, 2.0 * event_bytes, None, "vector", "device copy: bytes read + written")
-    if kind == "memset":
-        if event_bytes != event_bytes:
-            return "memset without a byte count"
-        return Cost(0.0, event_bytes, None, "vector", "memset: bytes written")
+def row_cost(row, roles_of: RolesFn | None) -> Cost | str:
+    """The cost of one row (a namedtuple of ``_COST_INPUTS``), or why it has none."""
+    if row.kind in ("memcpy", "memset"):
+        return _transfer_cost(row)
+    op, dims = row.op, row.op_dims
     if not isinstance(op, str):
         return "no launching op found (graph replay or op-less launch)"
     if not isinstance(dims, list):
         return f"{op}: input shapes not recorded (profile with record_shapes=True)"
-    call = OpCall(op, dims, types or [], strides, concrete, kernel=name)
-    if INDUCTOR_KERNEL.match(op) or INDUCTOR_KERNEL.match(name):
-        roles = roles_of(op, kernel_file) if roles_of else None
-        return triton_cost(call, list(fused or []), roles)
+    call = OpCall(op, dims, row.op_types or [], row.op_strides, row.op_concrete, kernel=row.name)
+    if is_inductor_kernel(op) or is_inductor_kernel(row.name):
+        roles = roles_of(op, row.kernel_file) if roles_of else None
+        return inductor_cost(call, list(row.fused_ops or []), roles)
     return cost_of(call)
 
 
+def _transfer_cost(row) -> Cost | str:
+    """A copy or memset: the bytes the trace gives it (a device copy reads and writes them)."""
+    nbytes = row.event_bytes
+    if row.kind == "memset":
+        if nbytes != nbytes:
+            return "memset without a byte count"
+        return Cost(0.0, nbytes, None, "vector", "memset: bytes written")
+    if not _DEVICE_TO_DEVICE.search(row.name):
+        return "host/peer copy: link bandwidth is not in the device spec"
+    if nbytes != nbytes:
+        return "copy without a byte count"
+    return Cost(0.0, 2.0 * nbytes, None, "vector", "device copy: bytes read + written")
+
+
 def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None) -> pd.DataFrame:
-    """Fill dtype, flops, bytes and cost_note. Kernels sharing one op call: the op's cost goes to the
-    longest of them, the others point to it. ``roles_of`` gives an Inductor kernel's pointer names
-    from its kept source (fusion.KernelSources.roles), so in/out pointers count twice."""
+    """Fill dtype, compute_unit, flops, bytes and cost_note. Kernels sharing one op call: the op's cost
+    goes to the longest of them, the others point to it. ``roles_of`` gives an Inductor kernel's
+    pointer names from its kept source (fusion.KernelSources.roles), so in/out pointers count twice."""
     if df.empty:
         return df
     memo: dict = {}
-    dtype, flops, nbytes, note, unit = [], [], [], [], []
-    columns = ("name", "kind", "op", "op_dims", "op_types", "op_strides", "op_concrete", "kernel_file",
-               "fused_ops", "bytes")
-    for row in zip(*(df[c].tolist() for c in columns)):
-        event_bytes = row[9] if row[9] == row[9] else None          # NaN never equals itself: no memo key
-        key = (row[0], row[1], row[2], repr(row[3]), repr(row[4]), repr(row[6]), row[7], event_bytes)
+    dtype, unit, flops, nbytes, note = [], [], [], [], []
+    for row in df[list(_COST_INPUTS)].itertuples(index=False):
+        event = row.event_bytes if row.event_bytes == row.event_bytes else None   # NaN: no memo key
+        key = (row.name, row.kind, row.op, repr(row.op_dims), repr(row.op_types), repr(row.op_concrete),
+               row.kernel_file, event)
         cost = memo.get(key)
         if cost is None:
-            cost = memo[key] = _row_cost(*row[:9], roles_of, row[9])
+            cost = memo[key] = row_cost(row, roles_of)
         if isinstance(cost, Cost):
             dtype.append(cost.dtype)
+            unit.append(cost.unit)
             flops.append(cost.flops)
             nbytes.append(cost.bytes)
             note.append(cost.model)
-            unit.append(cost.unit)
         else:
             dtype.append(None)
+            unit.append(None)
             flops.append(np.nan)
             nbytes.append(np.nan)
             note.append(cost)
-            unit.append(None)
-    df["dtype"], df["flops"], df["bytes"], df["cost_note"] = dtype, flops, nbytes, note
+    df["dtype"], df["compute_unit"], df["cost_note"] = dtype, unit, note
+    df["flops"] = np.array(flops, dtype=float)
+    df["bytes"] = np.array(nbytes, dtype=float)
     no_op = df["op"].isna() & (df["kind"] == "kernel")
     df.loc[no_op & df["graph"], "cost_note"] = "graph replay: no capture-time op (tracekit capture maps it)"
     df.loc[no_op & ~df["graph"] & (df["launch"] == ""), "cost_note"] = "launch event not in the trace: op unknown"
-    df["_unit"] = unit
     _share_op_cost(df)
     return df
 
@@ -100,10 +109,10 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
         return df
     if spec is None:
         df["floor_us"], df["bound"], df["gap"] = np.nan, None, np.nan
-        return df.drop(columns="_unit", errors="ignore")
+        return df
     peaks = {}
     peak = []
-    for d, u in zip(df["dtype"], df["_unit"]):
+    for d, u in zip(df["dtype"], df["compute_unit"]):
         key = (d, u)
         if key not in peaks:
             rate = None
@@ -124,4 +133,4 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
     df["floor_us"] = floor
     df["bound"] = np.where(np.isnan(floor), None, np.where(compute_us > memory_us, "compute", "memory"))
     df["gap"] = df["dur_us"].to_numpy(dtype=float) / floor
-    return df.drop(columns="_unit")
+    return df

@@ -10,7 +10,7 @@ Rules, first match wins (docs/fusion.md):
 5. vendor GEMMs: mm (bmm), + add when the launching op adds a bias (addmm, baddbmm, linear) or
    the kernel name names a bias epilogue, + relu/gelu when it names that epilogue;
 6. any other kernel: its launching op; without one, the ATen functor its name spells, else "unknown".
-View-like ops (view, reshape, t, permute, ...) move no data and are left out (``VIEW_OPS``).
+View-like ops (view, reshape, t, permute, ...) move no data and are left out (the op table's views).
 """
 
 from __future__ import annotations
@@ -20,47 +20,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracekit.fusion.dataflow import (  # noqa: F401  (re-exported)
-    fusion_summary,
-    node_io,
-    signature_roles,
-    step_fusion,
+from tracekit.fusion.dataflow import node_io, signature_roles
+from tracekit.ops import OpCall, lookup, plain_name
+from tracekit.ops.inductor import (
+    drop_views,
+    is_inductor_kernel,
+    names_no_ops,
+    ops_from_name,
 )
+from tracekit.ops.kernel_names import op_from_kernel_name
 
-VIEW_OPS = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "unsqueeze", "squeeze",
-            "expand", "slice", "select", "as_strided", "alias", "view_as", "narrow", "split", "unbind",
-            "squeeze_copy", "unsqueeze_copy", "view_copy", "permute_copy", "expand_copy", "t_copy",
-            "transpose_copy", "slice_copy", "lift_fresh", "detach", "_reshape_alias", "unfold",
-            "split_with_sizes", "numpy_t", "view_as_real", "view_as_complex", "contiguous"}
-
-# multi-token aten names that appear inside Inductor kernel names (most underscores tried first)
-KNOWN_OPS = sorted({
-    "native_layer_norm", "native_group_norm", "native_batch_norm", "_native_batch_norm_legit",
-    "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional",
-    "native_dropout", "_to_copy", "_unsafe_view", "_softmax", "_log_softmax", "log_softmax",
-    "scaled_dot_product_attention", "embedding_dense_backward", "native_layer_norm_backward",
-    "threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward",
-    "_softmax_backward_data", "convolution_backward", "constant_pad_nd", "index_put", "index_select",
-    "masked_fill", "clamp_min", "clamp_max", "scatter_add", "select_backward", "slice_backward",
-    "as_strided", "view_as", "bitwise_and", "bitwise_or", "bitwise_not", "bitwise_xor", "logical_and",
-    "logical_not", "logical_or", "floor_divide", "true_divide", "rms_norm", "_fused_rms_norm", "layer_norm",
-    "group_norm", "batch_norm", "full_like", "zeros_like", "ones_like", "new_zeros", "new_empty",
-    "empty_like", "nan_to_num", "squeeze_copy", "unsqueeze_copy", "view_copy", "permute_copy",
-    "expand_copy", "t_copy", "transpose_copy", "slice_copy", "lift_fresh", "_reshape_alias",
-    "avg_pool2d", "max_pool2d", "max_pool2d_with_indices", "upsample_nearest2d", "upsample_bilinear2d",
-    "linalg_vector_norm", "var_mean", "addcmul", "addcdiv", "leaky_relu", "hardswish", "hardsigmoid",
-    "scalar_tensor", "_scaled_mm", "split_with_sizes", "_weight_norm_interface", "repeat_interleave",
-    "_addmm_activation", "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_cudnn_attention", "_flash_attention_forward", "_efficient_attention_forward",
-    "index_add", "scatter_reduce", "native_dropout_backward", "_log_softmax_backward_data",
-    "native_group_norm_backward", "native_batch_norm_backward", "max_pool2d_with_indices_backward",
-    "avg_pool2d_backward", "embedding_backward", "reflection_pad2d", "replication_pad2d",
-}, key=lambda s: -s.count("_"))
-_KNOWN_TOKENS = {op: op.strip("_").split("_") for op in KNOWN_OPS}
-
-INDUCTOR_NAME = re.compile(r"^(?:triton_(?:poi|per|red|tem|for)|cpp)_(?:fused_?)?(.*?)(?:_\d+)?$")
-OLD_TRITON_NAME = re.compile(r"^triton__?\d")            # triton__0d1d2d: unique kernel names off
-BARE_INDUCTOR = re.compile(r"^triton_(?:(?:poi|per|red|tem|for)_?)?(?:_?\d+d?)*$")
 ATTENTION = re.compile(r"flash|fmha|attention|attn_fwd|attn_bwd|_sdpa|mha_|paged_attention|unified_attention",
                        re.IGNORECASE)
 ATTENTION_BWD = re.compile(r"bwd|backward|cutlassB", re.IGNORECASE)
@@ -77,60 +46,6 @@ _ORIGINAL_ATEN = re.compile(r"Original ATen:\s*\[([^\]]*)\]")
 _META_NAME = re.compile(r"['\"]kernel_name['\"]\s*:\s*['\"](\w+)['\"]")
 _JIT_DEF = re.compile(r"@triton\.jit\s*\n\s*def\s+(\w+)\s*\(")
 
-# ATen kernels replayed without an op (graph replays): the functor in the name says the op
-ATEN_FUNCTORS = [(re.compile(p), op) for p, op in (
-    (r"CUDAFunctor_add|AddFunctor", "add"), (r"CUDAFunctorOnSelf_add|CUDAFunctorOnOther_add", "add"),
-    (r"MulFunctor", "mul"), (r"DivFunctor|div_true_kernel|div_floor_kernel", "div"), (r"SubFunctor", "sub"),
-    (r"FillFunctor", "fill"), (r"direct_copy_kernel|copy_kernel", "copy"), (r"neg_kernel", "neg"),
-    (r"exp_kernel", "exp"), (r"log2_kernel", "log2"), (r"log_kernel", "log"), (r"sigmoid_kernel", "sigmoid"),
-    (r"tanh_kernel", "tanh"), (r"sqrt_kernel", "sqrt"), (r"rsqrt_kernel", "rsqrt"), (r"abs_kernel", "abs"),
-    (r"clamp_kernel|clamp_min|clamp_max", "clamp"), (r"threshold_kernel", "threshold"),
-    (r"(?<![a-z])relu", "relu"), (r"GeluCUDAKernel|gelu_kernel", "gelu"), (r"silu_kernel", "silu"),
-    (r"MaxOps|max_values", "amax"), (r"MinOps|min_values", "amin"), (r"MeanOps", "mean"),
-    (r"sum_functor|sum_kernel", "sum"), (r"CatArrayBatchedCopy", "cat"), (r"where_kernel", "where"),
-    (r"softmax_warp_forward|SoftMaxForward|cunn_SoftMaxForward", "_softmax"),
-    (r"layer_norm_kernel|LayerNormForward|RowwiseMomentsCUDAKernel", "native_layer_norm"),
-    (r"batch_norm_collect_statistics|batch_norm_transform_input", "native_batch_norm"),
-    (r"index_select|indexSelect", "index_select"), (r"embedding", "embedding"),
-    (r"AdamFunctor|FusedAdam", "_fused_adam"), (r"AdamWFunctor", "_fused_adamw"),
-    (r"compare_scalar_kernel|CompareEqFunctor|eq_kernel", "eq"), (r"pow_tensor_scalar|pow_kernel", "pow"),
-)]
-
-
-def _split_ops(body: str) -> list[str]:
-    """Split ``add_mean_native_layer_norm`` into aten op names, longest known names first."""
-    tokens = [t for t in body.split("_")]
-    ops: list[str] = []
-    i = 0
-    while i < len(tokens):
-        if tokens[i] == "":
-            i += 1
-            continue
-        for op, parts in _KNOWN_TOKENS.items():
-            if tokens[i:i + len(parts)] == parts:
-                ops.append(op)
-                i += len(parts)
-                break
-        else:
-            ops.append(tokens[i])
-            i += 1
-    return ops
-
-
-def drop_views(ops: list[str]) -> list[str]:
-    return [op for op in ops if op not in VIEW_OPS]
-
-
-def ops_from_inductor_name(name: str) -> list[str] | None:
-    """``triton_tem_fused_addmm_relu_t_0`` → ["addmm", "relu"]; None when the name carries no ops."""
-    if OLD_TRITON_NAME.match(name) or BARE_INDUCTOR.match(name):
-        return None
-    m = INDUCTOR_NAME.match(name)
-    if not m or not m.group(1):
-        return None
-    ops = _split_ops(m.group(1))
-    kept = drop_views(ops)
-    return kept or (["view"] if ops else None)     # a kernel of views only still copies: say so
 
 
 def ops_from_source(source: str, kernel: str) -> list[str] | None:
@@ -146,7 +61,7 @@ def ops_from_source(source: str, kernel: str) -> list[str] | None:
         if ops:
             return list(dict.fromkeys(ops))
     for meta_name in _META_NAME.findall(source):
-        ops = ops_from_inductor_name(meta_name)
+        ops = ops_from_name(meta_name)
         if ops:
             return ops
     return None
@@ -186,7 +101,7 @@ class KernelSources:
             text = texts.get(Path(kernel_file).name)
             if text is not None:
                 return text
-        if OLD_TRITON_NAME.match(name) or BARE_INDUCTOR.match(name):
+        if names_no_ops(name):
             return None
         hits = [t for t in texts.values() if re.search(rf"def\s+{re.escape(name)}\s*\(", t)]
         per_kernel = [t for t in hits if "async_compile.triton(" not in t]     # prefer the kernel's own file
@@ -217,28 +132,16 @@ def kernel_dir(folder: Path | None) -> Path | None:
     return folder / "kernels" if (folder / "kernels").is_dir() else folder if folder.is_dir() else None
 
 
-def _plain(op: str) -> str:
-    """``aten::add_`` → ``add``; ``fbgemm::permute_2D_sparse_data`` → ``permute_2d_sparse_data``."""
-    base = op.split("::")[-1]
-    if base.endswith("_") and not base.endswith("__"):
-        base = base[:-1]
-    return base.lower()
-
-
-def _gemm_ops(name: str, plain: str | None, concrete) -> list[str]:
-    if plain in ("bmm", "baddbmm"):
-        ops = ["bmm"] + (["add"] if plain == "baddbmm" else [])
-    else:
-        bias = plain in ("addmm", "_addmm_activation", "linear") or (
-            plain is None and not TENSILE.match(name) and bool(BIAS_EPILOGUE.search(name)))
-        ops = ["mm"] + (["add"] if bias else [])
-    if plain == "_addmm_activation":
-        use_gelu = isinstance(concrete, list) and len(concrete) > 5 and str(concrete[5]).strip() == "True"
-        ops.append("gelu" if use_gelu else "relu")
-    elif RELU_EPILOGUE.search(name):
-        ops.append("relu")
-    elif GELU_EPILOGUE.search(name):
-        ops.append("gelu")
+def _gemm_ops(name: str, from_op: list[str] | None) -> list[str]:
+    """A vendor GEMM kernel: its op's fused ops (mm + add for addmm), else mm (+ add when the name
+    names a bias epilogue); + relu/gelu when the name names that epilogue."""
+    ops = from_op or (["mm"] + (["add"] if not TENSILE.match(name) and BIAS_EPILOGUE.search(name) else []))
+    if ops[-1] in ("relu", "gelu"):
+        return ops
+    if RELU_EPILOGUE.search(name):
+        return ops + ["relu"]
+    if GELU_EPILOGUE.search(name):
+        return ops + ["gelu"]
     return ops
 
 
@@ -256,42 +159,44 @@ def _attention_ops(name: str) -> list[str]:
 
 
 def fused_ops_of(name: str, op, kind: str = "kernel", concrete=None, kernel_file=None,
-                 sources: KernelSources | None = None) -> list[str]:
+                 sources: KernelSources | None = None, dims=None, types=None) -> list[str]:
     """The ops one kernel performs, lowercase aten-style names (views left out)."""
-    plain = _plain(op) if isinstance(op, str) and op and "autograd::" not in op else None
+    plain = plain_name(op) if isinstance(op, str) and op and "autograd::" not in op else None
+    family = lookup(op) if plain else None
+    call = OpCall(op, dims or [], types or [], None, concrete if isinstance(concrete, list) else None,
+                  kernel=name) if plain else None
     if kind == "memcpy":
         return ["copy"]
     if kind == "memset":
         return [plain] if plain in ("zero", "fill") else ["fill"]
     if kind == "cpu_op" and plain:
-        return [plain]
-    inductor = plain if plain and (plain.startswith("triton_") or plain.startswith("cpp_fused")) else None
+        return family.fused_ops(call) if family else [plain]
+    inductor = plain if is_inductor_kernel(plain) else None
     for candidate in (name, inductor):
         if candidate:
-            found = ops_from_inductor_name(candidate)
+            found = ops_from_name(candidate)
             if found is not None:
                 return found
-    if OLD_TRITON_NAME.match(name) or BARE_INDUCTOR.match(name) or inductor:
+    if names_no_ops(name) or inductor:
         found = sources.ops(inductor or name, kernel_file) if sources else None
         return found or ["unknown"]
     short = name.split("(")[0]                    # the name, without its argument list
-    if (ATTENTION.search(short) and not NOT_ATTENTION.search(short) and (plain is None or "attention" in plain
-                                                                          or "flash" in plain)) or \
-            (plain and ("attention" in plain or plain.startswith("_flash"))):
-        return _attention_ops(short if ATTENTION.search(short) else plain or name)
+    attention_op = family.category == "attention" if family is not None else bool(
+        plain and ("attention" in plain or plain.startswith("_flash")))      # an op the table lacks
+    if ATTENTION.search(short) and not NOT_ATTENTION.search(short) and (plain is None or attention_op):
+        return _attention_ops(short)
+    if family is None and attention_op:
+        return _attention_ops(plain)
     if plain is None and CONV.search(short):
         return ["convolution_backward" if re.search(r"bwd|wrw|dgrad|wgrad", short, re.I) else "convolution"]
-    if VENDOR_GEMM.search(name) and plain not in ("_scaled_mm",) and (
-            plain is None or plain in ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_addmm_activation")):
-        return _gemm_ops(name, plain, concrete)
-    if plain == "clamp_min" and concrete and len(concrete) > 1 and str(concrete[1]).strip() in ("0", "0.", "0.0"):
-        return ["relu"]                             # eager torch.relu runs as clamp_min(x, 0)
+    if VENDOR_GEMM.search(name) and (plain is None or (family is not None and family.category == "gemm")):
+        return _gemm_ops(name, family.fused_ops(call) if family else None)
+    if family is not None:
+        return family.fused_ops(call)
     if plain:
         return [plain]
-    for rx, functor_op in ATEN_FUNCTORS:
-        if rx.search(name):
-            return [functor_op]
-    return ["unknown"]
+    found = op_from_kernel_name(name)
+    return [found] if found else ["unknown"]
 
 
 def fill_fused_ops(df: pd.DataFrame, bundle_dir: Path | None = None,
@@ -302,16 +207,19 @@ def fill_fused_ops(df: pd.DataFrame, bundle_dir: Path | None = None,
     out = []
     n = len(df)
     col = lambda c: df[c].tolist() if c in df else [None] * n  # noqa: E731
-    for name, op, kind, concrete, kfile, existing in zip(col("name"), col("op"), col("kind"), col("op_concrete"),
-                                                         col("kernel_file"), col("fused_ops")):
+    for name, op, kind, concrete, dims, types, kfile, existing in zip(
+            col("name"), col("op"), col("kind"), col("op_concrete"), col("op_dims"), col("op_types"),
+            col("kernel_file"), col("fused_ops")):
         if isinstance(existing, list):
             out.append(existing)
             continue
         op = op if isinstance(op, str) else None
         kfile = kfile if isinstance(kfile, str) else None
-        key = (name, op, kind, repr(concrete) if op and ("activation" in op or "clamp_min" in op) else "", kfile)
+        family = lookup(op)
+        key = (name, op, kind, repr(concrete) if family is not None and callable(family.fused) else "", kfile)
         if key not in memo:
-            memo[key] = fused_ops_of(name, op, kind if isinstance(kind, str) else "kernel", concrete, kfile, sources)
+            memo[key] = fused_ops_of(name, op, kind if isinstance(kind, str) else "kernel", concrete, kfile, sources,
+                                     dims, types)
         out.append(list(memo[key]))
     df["fused_ops"] = out
     return df
@@ -321,7 +229,7 @@ def fill_fused_ops(df: pd.DataFrame, bundle_dir: Path | None = None,
 
 def annotate_fusion(df: pd.DataFrame, bundle_dir: Path | None = None,
                     sources: KernelSources | None = None) -> pd.DataFrame:
-    """``fused_ops`` for every row and, in the hidden ``io`` column, the tensors its op reads and writes."""
+    """``fused_ops`` for every row and, in the ``io`` column, the tensors its op reads and writes."""
     sources = sources or KernelSources(bundle_dir)
     fill_fused_ops(df, bundle_dir, sources)
     memo: dict = {}
@@ -332,7 +240,7 @@ def annotate_fusion(df: pd.DataFrame, bundle_dir: Path | None = None,
         key = (op if isinstance(op, str) else None, repr(dims), repr(types), repr(concrete), kfile)
         if key not in memo:
             roles = None
-            if key[0] and (key[0].startswith("triton") or key[0].startswith("cpp_fused")):
+            if is_inductor_kernel(key[0]):
                 roles = sources.roles(key[0], kfile)
             memo[key] = node_io(key[0], dims, types, concrete, roles)
         io.append(memo[key])

@@ -18,23 +18,24 @@ import numpy as np
 import pandas as pd
 
 from tracekit.errors import TracekitError
+from tracekit.ops import lookup
 from tracekit.report.fmt import short_name  # noqa: F401  (check, diff and rules name kernels with it)
 
 STEP_FIELDS = ["step", "name", "kernels", "kernel_us", "floor_us", "gap", "busy_pct", "idle_us", "window_us"]
 KERNEL_FIELDS = ["name", "category", "op", "kind", "step", "dur_us", "floor_us", "gap", "fused_ops"]
 EXPLAIN_KEYS = {"kernels", "summary", "device"}
-# ops that name a fusion themselves: matched as their parts so cuBLAS "mm+add" (bias epilogue)
-# and Inductor "addmm" are the same work
-OP_PARTS = {"addmm": ("mm", "add"), "baddbmm": ("bmm", "add"), "linear": ("mm", "add"),
-            "addmv": ("mv", "add"), "addbmm": ("bmm", "add")}
 
 
 def expand_ops(ops) -> frozenset[str]:
-    """The set of ops a kernel performs, fusion-named ops (addmm, ...) replaced by their parts."""
+    """The set of ops a kernel performs, ops that name a fusion themselves replaced by the parts their
+    op-table record gives (``addmm`` → mm, add), so cuBLAS "mm+add" (bias epilogue) and Inductor
+    ``addmm`` are the same work."""
     out: set[str] = set()
     for op in ops if isinstance(ops, (list, tuple)) else ():
         op = str(op).lower().split("::")[-1]
-        out.update(OP_PARTS.get(op, (op,)))
+        family = lookup(f"aten::{op}")
+        parts = family.fused if family is not None and isinstance(family.fused, tuple) and family.fused else (op,)
+        out.update(parts)
     return frozenset(out)
 
 

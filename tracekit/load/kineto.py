@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,8 @@ import pandas as pd
 
 from tracekit import bundle
 from tracekit.errors import TracekitError
-from tracekit.model.trace import KERNEL_COLUMNS, Step, Trace
+from tracekit.model.schema import KERNEL_COLUMNS, fill_missing
+from tracekit.model.trace import Step, Trace
 
 DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
                      "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
@@ -211,7 +213,7 @@ def _steps(step_events: list[dict], marker, marker_text: str | None) -> tuple[li
 
 
 def _device_table(events: list, rows: list[tuple], launches: dict, ops: dict, cpu_ops: list) -> pd.DataFrame:
-    cols: dict[str, list] = {c: [] for c in KERNEL_COLUMNS}
+    cols: dict[str, list] = defaultdict(list)
     unresolved: list[tuple[int, dict]] = []      # (row, launch) whose External id names no enclosing op
     for i, kind in rows:
         e = events[i]
@@ -239,7 +241,7 @@ def _device_table(events: list, rows: list[tuple], launches: dict, ops: dict, cp
         cols["correlation"].append(corr if isinstance(corr, int) else -1)
         cols["launch"].append(launch_name)
         cols["graph"].append(graph)
-        cols["bytes"].append(float(args["bytes"]) if kind != "kernel" and "bytes" in args else np.nan)
+        cols["event_bytes"].append(float(args["bytes"]) if kind != "kernel" and "bytes" in args else np.nan)
         cols["op"].append(op)
         # step assignment uses the launch time (the CPU side), else the op's; a kernel with neither was
         # launched before the trace began (or its launch was dropped): it belongs to no step
@@ -312,7 +314,7 @@ def _as_int(value, default: int) -> int:
 
 def _cpu_table(cpu_ops: list[dict]) -> pd.DataFrame:
     """Top-level CPU ops (not nested in another op on the same thread) as rows."""
-    cols: dict[str, list] = {c: [] for c in KERNEL_COLUMNS}
+    cols: dict[str, list] = defaultdict(list)
     by_thread: dict[tuple, list[dict]] = {}
     for e in cpu_ops:
         by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
@@ -338,7 +340,7 @@ def _cpu_table(cpu_ops: list[dict]) -> pd.DataFrame:
         cols["correlation"].append(-1)
         cols["launch"].append("")
         cols["graph"].append(False)
-        cols["bytes"].append(np.nan)
+        cols["event_bytes"].append(np.nan)
         cols["op"].append(e)
         cols["step"].append(float(e["ts"]))
     _op_columns(cols, "self")
@@ -346,13 +348,7 @@ def _cpu_table(cpu_ops: list[dict]) -> pd.DataFrame:
 
 
 def _finish(cols: dict[str, list]) -> pd.DataFrame:
-    n = len(cols["name"])
-    for c in ("category", "dtype", "bound", "cost_note"):
-        cols[c] = [None] * n
-    for c in ("flops", "floor_us", "gap"):
-        cols[c] = [np.nan] * n
-    cols["fused_ops"] = [None] * n
-    df = pd.DataFrame(cols, columns=KERNEL_COLUMNS)
+    df = pd.DataFrame(fill_missing(cols, len(cols["name"])), columns=KERNEL_COLUMNS)
     df = df.sort_values("start_us", kind="stable").reset_index(drop=True)
     return df
 

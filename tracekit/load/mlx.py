@@ -8,48 +8,24 @@ carry counts but no FLOPs or floors. A graph has no timings: every row's dur_us 
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import networkx as nx
-import numpy as np
 import orjson
 import pandas as pd
 
-from tracekit.classify.categories import category_of
 from tracekit.errors import TracekitError
-from tracekit.model.trace import KERNEL_COLUMNS, Trace
+from tracekit.model.schema import KERNEL_COLUMNS, fill_missing
+from tracekit.model.trace import Trace
+from tracekit.ops.mlx import ATEN, COMPILED, VIEWS, fused_parts
 
-# Primitives that launch no kernel: views and no-ops that share their input's buffer.
-VIEWS = frozenset("Broadcast BroadcastAxes Transpose Reshape Slice Split ExpandDims Squeeze Flatten Unflatten "
-                  "AsStrided View Copy StopGradient Depends".split())
 NOT_KERNELS = VIEWS | {"Load"}          # Load reads a file (mx.load), no device work
 
-# MLX primitive label -> the aten op whose cost model fits (torch.profiler spelling, no "aten::").
-ATEN = {x: x.lower() for x in (
-    "Exp Expm1 Log Log2 Log10 Log1p Sin Cos Tan Sinh Cosh Tanh Sigmoid Sign Sqrt Rsqrt Square Erf ErfInv Floor "
-    "Ceil Round Real Imag Abs Remainder Maximum Minimum Softmax LogSumExp CumSum CumProd CumMax CumMin Sort "
-    "ArgSort Sum Prod Contiguous Arange AddMM").split()}
-ATEN.update({
-    "Add": "add", "Subtract": "sub", "Multiply": "mul", "Divide": "div", "Power": "pow", "ArcTan2": "atan2",
-    "LogAddExp": "logaddexp", "Equal": "eq", "NotEqual": "ne", "Greater": "gt", "GreaterEqual": "ge",
-    "Less": "lt", "LessEqual": "le", "LogicalAnd": "logical_and", "LogicalOr": "logical_or",
-    "LogicalNot": "logical_not", "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or",
-    "BitwiseXor": "bitwise_xor", "BitwiseInvert": "bitwise_not", "LeftShift": "bitwise_left_shift",
-    "RightShift": "bitwise_right_shift", "Select": "where", "Negative": "neg", "ArcSin": "asin",
-    "ArcCos": "acos", "ArcTan": "atan", "ArcSinh": "asinh", "ArcCosh": "acosh", "ArcTanh": "atanh",
-    "Conjugate": "conj", "AsType": "_to_copy", "Full": "fill_", "Max": "amax", "Min": "amin", "And": "all",
-    "Or": "any", "ArgReduce": "argmax", "CumLogSumExp": "logcumsumexp", "Concatenate": "cat",
-    "Pad": "constant_pad_nd", "Gather": "index", "Scatter": "index_put_", "GatherAxis": "gather",
-    "ScatterAxis": "scatter", "RMSNorm": "rms_norm", "LayerNorm": "layer_norm",
-    "ScaledDotProductAttention": "scaled_dot_product_attention"})
 REDUCE_LABELS = {"Sum", "Prod", "Max", "Min", "And", "Or"}         # the dot's names for Reduce
 BITWISE = {"BitwiseAnd", "BitwiseOr", "BitwiseXor", "LeftShift", "RightShift"}
 REDUCES = REDUCE_LABELS | {"ArgReduce", "LogSumExp"}
-COMPILED = "mlx::compiled"
-_VOCAB = sorted(set(ATEN) | VIEWS | {"Compiled", "Matmul", "Scan", "Reduce"}, key=len, reverse=True)
 
 # MLX dtype names -> Kineto "Input type" strings
 KINETO_TYPES = {"float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16", "float64": "double",
@@ -165,16 +141,6 @@ def read_dot(path: str | Path) -> DotGraph:
         raise TracekitError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def fused_parts(label: str) -> list[str]:
-    """Primitive names in a Compiled label: CompiledBroadcastAddBroadcastMaximum -> [Broadcast, Add, ...]."""
-    rest, parts = label[len("Compiled"):] if label.startswith("Compiled") else label, []
-    while rest:
-        word = next((w for w in _VOCAB if rest.startswith(w)), None) or re.match(r".[a-z0-9]*", rest).group(0)
-        parts.append(word)                  # a known primitive name, else one CamelCase word
-        rest = rest[len(word):]
-    return parts
-
-
 EW = set("Add Subtract Multiply Divide Remainder Maximum Minimum Power ArcTan2 LogAddExp Select Abs Negative "
          "Exp Expm1 Log Log2 Log10 Log1p Sin Cos Tan Sinh Cosh Tanh ArcSin ArcCos ArcTan ArcSinh ArcCosh "
          "ArcTanh Sigmoid Sign Sqrt Rsqrt Square Erf ErfInv Floor Ceil Round Conjugate Real Imag AsType Full "
@@ -274,10 +240,7 @@ def kineto_call(label: str, ins: list[str], outs: list[str], arrays: dict) -> tu
     return op, dims, types, concrete
 
 
-ROW_CONSTANTS = dict(kind="kernel", stream=-1, start_us=np.nan, dur_us=np.nan, grid=None, block=None, step=0,
-                     correlation=-1, launch="", graph=False, op_strides=None, op_source="mlx_graph",
-                     kernel_file=None, op_id=-1, dtype=None, flops=np.nan, bytes=np.nan, floor_us=np.nan,
-                     bound=None, gap=np.nan, cost_note=None)
+ROW_CONSTANTS = dict(kind="kernel", step=0, op_source="mlx_graph", launch="")
 
 
 def graph_table(dot: DotGraph, info: dict | None) -> tuple[pd.DataFrame, dict]:
@@ -296,15 +259,12 @@ def graph_table(dot: DotGraph, info: dict | None) -> tuple[pd.DataFrame, dict]:
         compiled = label.startswith("Compiled")
         fused = [x.lower() for x in regions.get(p) or fused_parts(label) if x not in VIEWS] if compiled \
             else [label.lower()]
-        elementwise = compiled or label in EW or label in COMPARE     # aten::maximum is no reduction
-        rows.append(dict(name=label, category="elementwise" if elementwise else category_of(label, "kernel", op),
-                         op=op, op_dims=dims, op_types=types, op_concrete=concrete, fused_ops=fused))
-    df = pd.DataFrame(rows, columns=["name", "category", "op", "op_dims", "op_types", "op_concrete", "fused_ops"])
-    for c, v in ROW_CONSTANTS.items():
-        df[c] = pd.Series([v] * len(df), dtype=object if v is None or isinstance(v, str) else None)
-    df["device"] = 0 if info.get("device_type") == "gpu" else -1
+        rows.append(dict(name=label, op=op, op_dims=dims, op_types=types, op_concrete=concrete, fused_ops=fused,
+                         device=0 if info.get("device_type") == "gpu" else -1, **ROW_CONSTANTS))
+    cols = {c: [r[c] for r in rows] for c in (rows[0] if rows else {})}
+    df = pd.DataFrame(fill_missing(cols, len(rows)), columns=KERNEL_COLUMNS)
     unshaped = int(df["op_dims"].isna().sum()) if len(df) else 0
-    return df[KERNEL_COLUMNS], {"primitives": len(dot.prims), "views": views, "kernels_without_shapes": unshaped}
+    return df, {"primitives": len(dot.prims), "views": views, "kernels_without_shapes": unshaped}
 
 
 def _read_json(path: Path) -> dict | None:
@@ -315,18 +275,6 @@ def _read_json(path: Path) -> dict | None:
     except (OSError, orjson.JSONDecodeError) as exc:
         raise TracekitError(f"{path}: unreadable JSON ({exc})") from None
     return data if isinstance(data, dict) else None
-
-
-def _spec_for(info: dict):
-    """Apple GPU: the spec matching its name; a CPU device: the "cpu" spec; else None."""
-    try:
-        from tracekit.cost import devices
-
-        if info.get("device_type") == "gpu":
-            return devices.match_device({"name": info.get("device_name") or ""})
-        return devices.spec_by_id("cpu") if info.get("device_type") == "cpu" else None
-    except (ImportError, TracekitError):
-        return None
 
 
 def load_dot(path: Path, meta: dict | None = None) -> Trace:
@@ -342,14 +290,12 @@ def load_dot(path: Path, meta: dict | None = None) -> Trace:
         warnings.append(f"shapes unknown for {counts['kernels_without_shapes']} of {len(df)} kernels: "
                         "those rows have no floor")
     warnings += [w for w in info.get("warnings", []) + (meta or {}).get("warnings", []) if w not in warnings]
-    spec = _spec_for(info) if found else None
-    if found and spec is None:
-        warnings.append(f"no device spec matches {info.get('device_name')!r}: no floors (pass --device/--spec)")
     name = info.get("device_name")
     return Trace(path=str(path), kernels=df, steps=[], step_rule="whole graph", device_name=name,
                  device_properties=[{"name": name, "type": info.get("device_type")}] if name else [],
                  metadata={"framework": "mlx", "graph": path.stem, "mlx": counts, "evaluated_by": info.get("call"),
-                           "shapes": info.get("coverage")}, warnings=warnings, spec=spec)
+                           "shapes": info.get("coverage"), "device_type": info.get("device_type") if found else None},
+                 warnings=warnings)
 
 
 def load_mlx(path: str | Path) -> list[Trace]:
@@ -365,26 +311,3 @@ def load_mlx(path: str | Path) -> list[Trace]:
     if not dots:
         raise TracekitError(f"{p}: MLX bundle holds no graphs (graphs/*.dot); did the script call mx.eval?")
     return [load_dot(d, meta) for d in dots]
-
-
-def _register_compiled_cost() -> None:
-    """Compiled rows: inputs read once, outputs written once, a FLOP per element per fused primitive."""
-    try:
-        from tracekit.cost.registry import Cost, OpCall, register
-    except ImportError:
-        return
-
-    @register(COMPILED)
-    def compiled(call: OpCall):
-        tensors = [call.tensor(i) for i in range(len(call.dims))]
-        if any(t is None for t in tensors) or "out" not in (call.concrete or []):
-            raise ValueError("shapes")
-        outs = [t for t, role in zip(tensors, call.concrete) if role == "out"]
-        ops = [x for x in fused_parts(call.kernel) if x not in VIEWS and x != "AsType"]
-        floats = [t.dtype for t in tensors if t.dtype in ("fp64", "fp32", "fp16", "bf16")]
-        return Cost(flops=float(math.prod(outs[0].shape) * len(ops)),
-                    bytes=float(sum(t.nbytes for t in tensors)), dtype=floats[0] if floats else None,
-                    unit="vector", model=f"mlx compiled: inputs once + outputs once, {len(ops)} FLOP/element")
-
-
-_register_compiled_cost()

@@ -8,12 +8,12 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from tracekit.fusion.names import fusion_summary
+from tracekit.fusion.dataflow import fused_op_count, fusion_summary
 from tracekit.model.trace import Trace
 
 KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "fused_ops",
-                 "kind", "step", "start_us", "stream", "device", "dtype", "launch", "graph", "op_source",
-                 "op_dims", "op_types", "grid", "block", "cost_note"]
+                 "kind", "step", "start_us", "stream", "device", "dtype", "compute_unit", "event_bytes", "launch",
+                 "graph", "op_source", "op_dims", "op_types", "grid", "block", "cost_note"]
 
 
 def _clean(value):
@@ -47,7 +47,7 @@ def step_table(trace: Trace) -> pd.DataFrame:
                          floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor else None,
                          busy_pct=(100.0 * busy / window) if window > 0 else None,
                          idle_us=(window - busy) if window > 0 else None, window_us=window,
-                         fused_ops=int(sk["fused_ops"].map(len).sum()) if len(sk) else 0))
+                         fused_ops=fused_op_count(sk["fused_ops"])))
     return pd.DataFrame(rows)
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import networkx as nx
 from rich.table import Table
 
-from tracekit.fusion.dataflow import graph_of
-from tracekit.fusion.names import fusion_summary, step_fusion
+from tracekit.fusion.dataflow import fusion_summary, graph_of, step_fusion
 from tracekit.report.fmt import fmt_bytes, fmt_count, fmt_us, short_name
 
 CHAIN_ROWS = 40          # kernels shown per chain
@@ -64,7 +63,7 @@ def _print_chain(console, trace, step: int, name: str) -> None:
                 writes[v.producer].append(f"{_tensor(v.tensor)} (final)")
     for n in nodes[:CHAIN_ROWS]:
         kernel = short_name(n.names[0], 70) + (f" (+{len(n.names) - 1} kernels)" if len(n.names) > 1 else "")
-        unknown = n.io is None or n.io.outputs is None
+        unknown = n.io is None or n.io.writes is None
         ct.add_row(str(n.index), kernel, "+".join(n.fused_ops) or "-", ", ".join(outside[n.index]) or "-",
                    "unknown" if unknown else ", ".join(writes[n.index]) or "-")
     console.print(ct)

@@ -1,8 +1,7 @@
-"""The op cost registry: one small function per op, like torch.utils.flop_counter.
+"""Tensors and op calls as the profiler records them (Kineto ``Input Dims``/``Input type``/...).
 
-A cost function receives an ``OpCall`` (the launching op's input shapes, dtypes, strides and
-concrete values as the profiler recorded them) and returns a ``Cost`` (FLOPs, minimal bytes, the
-dtype it computes in, which unit does the work) or a string saying why it cannot cost the call.
+An ``OpCall`` is what every op record reads: the launching op's input shapes, dtypes, strides and
+concrete values. ``Tensor`` is one tensor's shape and element type.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ import ast
 import math
 import re
 from dataclasses import dataclass
-from typing import Callable, Union
 
 # Kineto "Input type" strings -> (short dtype name, bytes per element)
 DTYPES: dict[str, tuple[str, int]] = {
@@ -24,6 +22,10 @@ DTYPES: dict[str, tuple[str, int]] = {
     "c10::complex<c10::Half>": ("complex32", 4), "unsigned int": ("uint32", 4),
     "unsigned long": ("uint64", 8), "unsigned short": ("uint16", 2),
 }
+# c10::ScalarType numbers as Concrete Inputs record a dtype argument (_to_copy, _scaled_mm out_dtype)
+SCALAR_TYPES = {0: ("uint8", 1), 1: ("int8", 1), 2: ("int16", 2), 3: ("int32", 4), 4: ("int64", 8),
+                5: ("fp16", 2), 6: ("fp32", 4), 7: ("fp64", 8), 11: ("bool", 1), 15: ("bf16", 2),
+                23: ("fp8", 1), 24: ("fp8", 1)}
 _OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
 _KERNEL_DTYPES = [(re.compile(p), d) for p, d in (
     (r"BFloat16|bfloat16|bf16", "bf16"), (r"c10::Half|\bhalf\b|fp16", "fp16"),
@@ -105,39 +107,6 @@ class OpCall:
             return {"True": True, "False": False, "None": None}.get(text.strip(), text)
 
 
-@dataclass(frozen=True)
-class Cost:
-    flops: float
-    bytes: float
-    dtype: str | None        # dtype the work is done in (selects the peak rate)
-    unit: str = "vector"     # "matrix" (tensor cores) or "vector"
-    model: str = ""          # which model produced it
-
-
-CostFn = Callable[[OpCall], Union[Cost, str]]
-COST_MODELS: dict[str, CostFn] = {}
-
-
-def register(*op_names: str) -> Callable[[CostFn], CostFn]:
-    """Register ``fn`` as the cost model of each op name (e.g. ``"aten::mm"``)."""
-    def wrap(fn: CostFn) -> CostFn:
-        for name in op_names:
-            COST_MODELS[name] = fn
-        return fn
-    return wrap
-
-
-def cost_of(call: OpCall) -> Cost | str:
-    """Cost of one op call, or the reason there is none."""
-    fn = COST_MODELS.get(call.name)
-    if fn is None:
-        return f"no cost model for {call.name}"
-    try:
-        return fn(call)
-    except (IndexError, TypeError, ValueError, ZeroDivisionError) as exc:
-        return f"{call.name}: inputs not understood ({type(exc).__name__})"
-
-
 def need(t: Tensor | None, what: str) -> Tensor:
     """The tensor, or a ValueError naming what was missing (turned into a reason by cost_of)."""
     if t is None:
@@ -155,3 +124,17 @@ def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
             raise ValueError(f"shapes {shapes} do not broadcast")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
+
+
+FLOAT_DTYPES = ("fp64", "fp32", "fp16", "bf16", "fp8")
+
+
+def result_dtype(tensors: list[Tensor]) -> Tensor | None:
+    """The tensor whose dtype PyTorch's type promotion gives an elementwise result: among the floating
+    tensors, the widest one with dimensions wins over 0-dim ones (a wrapped Python number, recorded as a
+    0-dim ``double``, does not promote a bf16 tensor); without floats, the first tensor."""
+    floats = [t for t in tensors if t.dtype in FLOAT_DTYPES]
+    if not floats:
+        return tensors[0] if tensors else None
+    shaped = [t for t in floats if t.shape] or floats
+    return max(shaped, key=lambda t: t.itemsize)

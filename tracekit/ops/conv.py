@@ -1,14 +1,19 @@
-"""Convolutions: FLOPs 2·N·Cout·prod(out spatial)·(Cin/groups)·prod(kernel); bytes = x + w + b + y."""
+"""Convolutions: FLOPs 2·N·Cout·prod(out spatial)·(Cin/groups)·prod(kernel); bytes = x + w + b + y.
+
+Backward: each gradient in ``output_mask`` costs one forward's FLOPs and writes a tensor the size of
+what it is the gradient of (grad_input like x, grad_weight like w, grad_bias of Cout elements).
+"""
 
 from __future__ import annotations
 
 import math
 
-from tracekit.cost.ops_matmul import matmul_dtype
-from tracekit.cost.registry import Cost, OpCall, need, register
+from tracekit.ops.matmul import matmul_dtype
+from tracekit.ops.table import IO, OpFamily, aten, register
+from tracekit.ops.tensors import OpCall, Tensor, need
 
-# where stride/padding/dilation/transposed/groups sit in each op's arguments
-_LAYOUTS = {
+# where stride/padding/dilation/transposed/groups/bias sit in each op's arguments
+LAYOUTS = {
     "aten::convolution": dict(stride=3, padding=4, dilation=5, transposed=6, groups=8, bias=2),
     "aten::_convolution": dict(stride=3, padding=4, dilation=5, transposed=6, groups=8, bias=2),
     "aten::conv1d": dict(stride=3, padding=4, dilation=5, groups=6, bias=2),
@@ -30,7 +35,7 @@ def _tuple(value, rank: int, default: int) -> list[int]:
 
 def conv_shapes(call: OpCall):
     """(x, w, bias, output shape, flops) of a forward convolution call."""
-    at = _LAYOUTS[call.name]
+    at = LAYOUTS[call.name.rsplit(".", 1)[0] if call.name not in LAYOUTS else call.name]
     x, w = need(call.tensor(0), "input"), need(call.tensor(1), "weight")
     bias = call.tensor(at["bias"]) if "bias" in at else None
     rank = len(x.shape) - 2
@@ -53,29 +58,44 @@ def conv_shapes(call: OpCall):
     return x, w, bias, (n, cout, *spatial), flops
 
 
-@register(*_LAYOUTS)
-def convolution(call: OpCall) -> Cost:
-    x, w, bias, out_shape, flops = conv_shapes(call)
-    nbytes = x.nbytes + w.nbytes + (bias.nbytes if bias else 0) + math.prod(out_shape) * x.itemsize
-    return Cost(flops=flops, bytes=float(nbytes), dtype=matmul_dtype(call, x), unit="matrix",
-                model="conv: 2·N·Cout·out·Cin/groups·kernel")
+def _conv_io(call: OpCall) -> IO:
+    x, w, bias, out_shape, _ = conv_shapes(call)
+    return IO((x, w) + ((bias,) if bias else ()), (Tensor(tuple(out_shape), x.dtype, x.itemsize),))
 
 
-@register("aten::convolution_backward")
-def convolution_backward(call: OpCall) -> Cost:
+def _mask(call: OpCall) -> list:
+    return call.value(10) or [True, True, True]
+
+
+def _conv_backward_io(call: OpCall) -> IO:
     """grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
-    groups, output_mask: each requested gradient costs one forward's FLOPs."""
+    groups, output_mask."""
     gy, x, w = need(call.tensor(0), "grad_output"), need(call.tensor(1), "input"), need(call.tensor(2), "weight")
+    mask = _mask(call)
+    writes = ([x] if mask[0] else []) + ([w] if mask[1] else [])
+    if len(mask) > 2 and mask[2]:
+        writes.append(Tensor((gy.shape[1],), gy.dtype, gy.itemsize))
+    return IO((gy, x, w), tuple(writes))
+
+
+def _conv_backward_flops(call: OpCall, io: IO) -> float:
+    gy, x, w = io.reads
     groups = call.value(9) or 1
     kernel = w.shape[2:]
-    mask = call.value(10) or [True, True, True]
     fwd = 2.0 * math.prod(gy.shape) * (x.shape[1] // groups) * math.prod(kernel)
     if bool(call.value(7)):
         fwd = 2.0 * math.prod(x.shape) * w.shape[1] * math.prod(kernel)
-    flops = fwd * (int(bool(mask[0])) + int(bool(mask[1])))
-    written = (x.nbytes if mask[0] else 0) + (w.nbytes if mask[1] else 0)
-    if len(mask) > 2 and mask[2]:
-        written += gy.shape[1] * gy.itemsize
-    return Cost(flops=flops, bytes=float(gy.nbytes + x.nbytes + w.nbytes + written),
-                dtype=matmul_dtype(call, x), unit="matrix",
-                model="conv backward: one forward's FLOPs per requested gradient")
+    mask = _mask(call)
+    return fwd * (int(bool(mask[0])) + int(bool(mask[1])))
+
+
+def _conv_dtype(call: OpCall, io: IO) -> str:
+    return matmul_dtype(call, IO((io.reads[0] if "backward" not in call.name else io.reads[1],), ()))
+
+
+register(OpFamily("convolution", tuple(LAYOUTS), "conv", _conv_io, lambda call, io: conv_shapes(call)[4],
+                  unit="matrix", dtype=_conv_dtype,
+                  model="conv: 2·N·Cout·out·Cin/groups·kernel"))
+register(OpFamily("convolution_backward", aten("convolution_backward"), "conv", _conv_backward_io,
+                  _conv_backward_flops, unit="matrix", dtype=_conv_dtype,
+                  model="conv backward: one forward's FLOPs per requested gradient"))

@@ -1,0 +1,10 @@
+"""The op table: one record per op family, read by classify, cost, fusion, dataflow and the gates.
+
+``lookup("aten::addmm")`` gives the record (category, fused ops, reads/writes with output shapes,
+FLOPs, unit, dtype); ``cost_of(call)`` its cost. Importing this package registers every record.
+docs/ops.md says how to add an op.
+"""
+
+from tracekit.ops import attention, conv, matmul, memory, mlx, other, pointwise, reduce  # noqa: F401  (records)
+from tracekit.ops.table import FAMILIES, IO, Cost, OpFamily, cost_of, lookup, plain_name  # noqa: F401
+from tracekit.ops.tensors import DTYPES, OpCall, Tensor, broadcast  # noqa: F401

@@ -1,0 +1,163 @@
+"""Inductor kernels: what their names say, what they read and write, what they cost.
+
+Inductor names a kernel ``triton_{poi,per,red,tem,for}_fused_<ops>_<n>`` (``cpp_fused_<ops>_<n>`` on
+CPU) and records a CPU op of the same name whose ``Input Dims``/``Input type`` are the kernel's
+arguments. Each tensor argument is read or written once; a pointer the kernel both reads and writes
+(``in_out_ptr``) counts twice, which only the kernel source can tell (its signature gives each
+pointer's role). Old traces name kernels ``triton__0d1d2d`` (unique kernel names off): no ops.
+
+All matching here is linear in the name's length (no backtracking patterns).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from tracekit.ops.table import FAMILIES, IO, Cost, plain_name
+from tracekit.ops.tensors import FLOAT_DTYPES, OpCall, Tensor
+
+_PREFIX = re.compile(r"(?:triton_(?:poi|per|red|tem|for)|cpp)_(?:fused_?)?")
+_OLD_TRITON = re.compile(r"triton__?\d")                       # triton__0d1d2d: unique kernel names off
+_BARE = re.compile(r"triton_(?:(?:poi|per|red|tem|for)_?)?(?:_|\d|(?<=\d)d)*")
+_MATMUL_OP = re.compile(r"(?:^|_)(?:mm|addmm|bmm|baddbmm|matmul|linear)(?:_|$)")
+
+
+def is_inductor_kernel(name: str | None) -> bool:
+    """A kernel (or the CPU op Inductor records for it) that Inductor generated."""
+    return isinstance(name, str) and (name.startswith("triton_") or name.startswith("cpp_fused"))
+
+
+def names_no_ops(name: str) -> bool:
+    """Inductor names that carry no op names: ``triton__0d1d2d``, ``triton_poi_0``, ``triton_``."""
+    return bool(_OLD_TRITON.match(name) or _BARE.fullmatch(name))
+
+
+def _known_multi_token_names() -> dict[str, list[str]]:
+    """Op names of the table made of several ``_``-separated tokens, longest first (for splitting)."""
+    names = {plain_name(op) for family in FAMILIES for op in family.aten}
+    multi = sorted((n for n in names if "_" in n.strip("_")), key=lambda s: -s.count("_"))
+    return {n: n.strip("_").split("_") for n in multi}
+
+
+_KNOWN: dict[str, list[str]] | None = None
+_VIEWS: set[str] | None = None
+
+
+def _tables() -> tuple[dict[str, list[str]], set[str]]:
+    global _KNOWN, _VIEWS
+    if _KNOWN is None:
+        _KNOWN = _known_multi_token_names()
+        _VIEWS = {op.split("::")[-1] for family in FAMILIES if not family.moves_data for op in family.aten}
+        _VIEWS.add("contiguous")
+    return _KNOWN, _VIEWS
+
+
+def split_ops(body: str) -> list[str]:
+    """Split ``add_mean_native_layer_norm`` into op names, longest known names first."""
+    known, _ = _tables()
+    tokens = body.split("_")
+    ops: list[str] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i] == "":
+            i += 1
+            continue
+        for op, parts in known.items():
+            if tokens[i:i + len(parts)] == parts:
+                ops.append(op)
+                i += len(parts)
+                break
+        else:
+            ops.append(tokens[i])
+            i += 1
+    return ops
+
+
+def drop_views(ops: list[str]) -> list[str]:
+    """Ops that move data: views (view, t, permute, ...) are left out."""
+    _, views = _tables()
+    return [op for op in ops if op not in views]
+
+
+def ops_from_name(name: str) -> list[str] | None:
+    """``triton_tem_fused_addmm_relu_t_0`` → ["addmm", "relu"]; None when the name carries no ops."""
+    if names_no_ops(name):
+        return None
+    m = _PREFIX.match(name)
+    if not m:
+        return None
+    body = name[m.end():]
+    head, sep, tail = body.rpartition("_")
+    if sep and tail.isdigit():                      # the trailing kernel number
+        body = head
+    elif body.isdigit():
+        body = ""
+    if not body:
+        return None
+    ops = split_ops(body)
+    kept = drop_views(ops)
+    return kept or (["view"] if ops else None)     # a kernel of views only still copies: say so
+
+
+def inductor_io(call: OpCall, roles: list[str] | None) -> IO:
+    """Arguments by role from the kernel source; without it every tensor argument is a read and the
+    outputs are unknown (``writes`` None)."""
+    tensors = [(i, t) for i, t in enumerate(call.tensor(i) for i in range(len(call.dims))) if t is not None]
+    if not roles:
+        return IO(tuple(t for _, t in tensors), None)
+    reads, writes = [], []
+    for i, t in tensors:
+        role = roles[i] if i < len(roles) else ""
+        if role.startswith("in_out_ptr"):
+            reads.append(t)
+            writes.append(t)
+        elif role.startswith("out_ptr"):
+            writes.append(t)
+        else:
+            reads.append(t)
+    return IO(tuple(reads), tuple(writes))
+
+
+def _gemm_dims(tensors: list[Tensor]) -> tuple[int, int, int, int] | None:
+    """(batch, M, N, K) of a matmul template from its operands: A[..,M,K], B[..,K,N], an [..,M,N] output."""
+    mats = [t for t in tensors if len(t.shape) >= 2]
+    for a in mats:
+        for b in mats:
+            if a is b or a.shape[:-2] != b.shape[:-2]:
+                continue
+            m, k = a.shape[-2:]
+            k2, n = b.shape[-2:]
+            if k == k2 and any(c.shape[-2:] == (m, n) and c is not a and c is not b for c in mats):
+                return math.prod(a.shape[:-2]), m, n, k
+    return None
+
+
+def inductor_cost(call: OpCall, fused: list[str], roles: list[str] | None) -> Cost | str:
+    """Bytes: each tensor argument once (``in_out_ptr`` twice, from the source's roles); FLOPs: 2MNK
+    for matmul templates (``triton_tem_``, or a kernel whose fused ops name a product and whose
+    operands are A[M,K], B[K,N], C[M,N]), else one per element per fused op. A pointwise kernel
+    named after the ``addmm`` it was cut from is costed as pointwise, not left out."""
+    by_arg = [call.tensor(i) for i in range(len(call.dims))]
+    tensors = [t for t in by_arg if t is not None]
+    if not tensors:
+        return "Inductor kernel without recorded tensor arguments"
+    nbytes = 0
+    for i, t in enumerate(by_arg):
+        if t is None:
+            continue
+        twice = roles is not None and i < len(roles) and roles[i].startswith("in_out_ptr")
+        nbytes += t.nbytes * (2 if twice else 1)
+    source = "pointer roles from kernel source" if roles else "each tensor argument once (no kernel source)"
+    dtype = next((t.dtype for t in tensors if t.dtype in FLOAT_DTYPES), "fp32")
+    template = call.name.startswith("triton_tem_") or call.kernel.startswith("triton_tem_")
+    dims = _gemm_dims(tensors) if template or any(_MATMUL_OP.search(op) for op in fused) else None
+    if template and dims is None:
+        return "Inductor matmul template: operand shapes not recognised"
+    if dims is not None:
+        batch, m, n, k = dims
+        return Cost(flops=2.0 * batch * m * n * k, bytes=float(nbytes), dtype=dtype, unit="matrix",
+                    model=f"Inductor template: 2MNK; bytes {source}")
+    numel = max(t.numel for t in tensors)
+    return Cost(flops=float(numel * max(1, len(fused))), bytes=float(nbytes), dtype=dtype, unit="vector",
+                model=f"Inductor kernel: bytes {source}; 1 FLOP/element per fused op")

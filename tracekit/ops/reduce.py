@@ -1,0 +1,90 @@
+"""Norms, softmax and reductions: every tensor input read once, results written once.
+
+Norm forward writes y (shaped like x) and, for the ``native_`` variants, mean and rstd in fp32 per
+normalised row; ~8 FLOPs/element. Softmax writes its result (fp32 when ``half_to_float``); 5
+FLOPs/element. A reduction writes the reduced result (its size from the recorded dims; int64 for
+argmax/argmin); one FLOP per input element.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tracekit.ops.table import IO, OpFamily, aten, register
+from tracekit.ops.tensors import OpCall, Tensor, need
+
+NORMS = aten("layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm", "group_norm", "native_group_norm",
+             "batch_norm", "native_batch_norm", "cudnn_batch_norm", "_batch_norm_impl_index", "instance_norm",
+             "miopen_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+             "_native_batch_norm_legit_functional")
+NORM_BACKWARDS = aten("native_layer_norm_backward", "native_group_norm_backward", "native_batch_norm_backward",
+                      "cudnn_batch_norm_backward", "_fused_rms_norm_backward", "miopen_batch_norm_backward")
+REDUCTIONS = ("sum mean amax amin max min argmax argmin prod var std any all norm linalg_vector_norm "
+              "logsumexp nansum var_mean std_mean count_nonzero").split()
+
+
+def _norm_io(call: OpCall) -> IO:
+    x = need(call.tensor(0), "input")
+    writes = [x]
+    if call.name.startswith("aten::native_"):                    # mean and rstd, fp32, one per row
+        rows = math.prod(x.shape[:-1]) if "layer" in call.name else x.shape[0]
+        writes += [Tensor((rows,), "fp32", 4), Tensor((rows,), "fp32", 4)]
+    return IO(tuple(call.tensors()), tuple(writes))
+
+
+def _norm_backward_io(call: OpCall) -> IO:
+    """grad_out, input, stats and weight read once; grad_input (and weight/bias grads) written once."""
+    tensors = call.tensors()
+    gy = need(call.tensor(0), "grad_out")
+    weight = max((t for t in tensors[2:] if len(t.shape) == 1), key=lambda t: t.numel, default=None)
+    return IO(tuple(tensors), (gy,) + ((weight, weight) if weight else ()))
+
+
+def _softmax_io(call: OpCall) -> IO:
+    x = need(call.tensor(0), "input")
+    half_to_float = call.value(2) is True and call.name in ("aten::_softmax", "aten::_log_softmax")
+    return IO((x,), (Tensor(x.shape, "fp32", 4) if half_to_float else x,))
+
+
+def _softmax_backward_io(call: OpCall) -> IO:
+    gy, y = need(call.tensor(0), "grad_output"), need(call.tensor(1), "output")
+    return IO((gy, y), (gy,))
+
+
+def reduced_shape(shape: tuple[int, ...], dims, keepdim: bool = False) -> tuple[int, ...]:
+    """The result shape of reducing ``dims`` (None or []: every dim) of ``shape``."""
+    if dims is None or dims == [] or dims == "" or not shape:
+        return ()
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    axes = {d % len(shape) for d in dims}
+    return tuple(1 if i in axes else s for i, s in enumerate(shape) if keepdim or i not in axes)
+
+
+def _reduction_io(call: OpCall) -> IO:
+    x = need(call.tensor(0), "input")
+    at = 2 if call.name == "aten::linalg_vector_norm" else 1
+    dims = call.value(at)
+    if isinstance(dims, str):
+        dims = None
+    shape = reduced_shape(x.shape, dims, bool(call.value(at + 1)))
+    dtype = ("int64", 8) if call.name.startswith("aten::argm") else (x.dtype, x.itemsize)
+    return IO((x,), (Tensor(shape, *dtype),))
+
+
+def _per_input_element(n: float):
+    return lambda call, io: n * io.reads[0].numel
+
+
+register(OpFamily("norm", NORMS, "norm", _norm_io, _per_input_element(8.0),
+                  model="norm: inputs once + output once, 8 FLOPs/element"))
+register(OpFamily("norm_backward", NORM_BACKWARDS, "norm", _norm_backward_io, _per_input_element(12.0),
+                  model="norm backward: inputs once + grads once"))
+register(OpFamily("softmax", aten("softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax",
+                                  "_masked_softmax"), "softmax", _softmax_io, _per_input_element(5.0),
+                  model="softmax: input once + output once, 5 FLOPs/element"))
+register(OpFamily("softmax_backward", aten("_softmax_backward_data", "_log_softmax_backward_data"), "softmax",
+                  _softmax_backward_io, _per_input_element(3.0),
+                  model="softmax backward: two inputs once + grad once"))
+register(OpFamily("reduction", aten(*REDUCTIONS), "reduction", _reduction_io, _per_input_element(1.0),
+                  model="reduction: input once + result once"))
+register(OpFamily("sort", aten("topk", "sort", "cumsum"), "reduction"))
