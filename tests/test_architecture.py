@@ -66,3 +66,27 @@ def test_help_imports_neither_pandas_nor_torch():
             "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'networkx') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_graph_replay_mapping_reuses_the_loaders_events(monkeypatch):
+    """The replayed kernels of a real H200 CUDA-graph capture are mapped without reading the file again."""
+    from tracekit.analyze import analyze_path
+    from tracekit.load import graph_replay
+
+    def no_second_read(path):
+        raise AssertionError(f"{path} read twice")
+
+    monkeypatch.setattr(graph_replay, "read_json", no_second_read)
+    trace = analyze_path(PACKAGE.parent / "captures/h200/graph_capture_and_replay_b128.json.gz")[0]
+    replayed = trace.kernels[trace.kernels["graph"]]
+    assert len(replayed) and (replayed["op_source"] == "graph_capture").all()
+    assert trace.source_events is None                     # dropped once mapped
+
+
+def test_inductor_name_matching_is_linear():
+    """Synthetic names that made the old patterns backtrack exponentially (a 51-byte name hung)."""
+    from tracekit.ops.inductor import names_no_ops, ops_from_name
+
+    for n in (51, 5_000, 200_000):
+        assert not names_no_ops("triton_poi_" + "1" * n + "x")
+        assert ops_from_name("triton_poi_fused_" + "_".join(["add"] * (n // 4)) + "_" + "9" * n) is not None

@@ -173,7 +173,10 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
     summary = {"replayed": len(graph_rows), "mapped": 0, "unmapped": 0, "captures": 0}
     if not len(graph_rows):
         return summary
-    events, _ = trace_events(read_json(Path(trace.path)), Path(trace.path))
+    events = trace.source_events
+    if events is None:                  # a Trace not built by load_trace: read its file once
+        events, _ = trace_events(read_json(Path(trace.path)), Path(trace.path))
+    trace.source_events = None
     captures = find_captures(events, trace.path)
     for path in [*capture_files(bundle_dir), *(Path(p) for p in capture_paths or [])]:
         if path.resolve() != Path(trace.path).resolve():

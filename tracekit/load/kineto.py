@@ -185,8 +185,9 @@ def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
     if orphans:
         warnings.append(f"{orphans} kernels have neither a launch event nor an op in the trace (launched before "
                         "profiling began?): counted outside every step")
+    keep = events if len(table) and bool(table["graph"].any()) else None    # graph_replay reads them
     return Trace(path=str(p), kernels=table, steps=steps, step_rule=step_rule, device_name=device_name,
-                 device_properties=props, metadata=meta, warnings=warnings)
+                 device_properties=props, metadata=meta, warnings=warnings, source_events=keep)
 
 
 def _compile_marker(step_marker: str | None):

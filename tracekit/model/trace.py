@@ -37,6 +37,8 @@ class Trace:
     metadata: dict = field(default_factory=dict)   # trace-level fields (schemaVersion, distributedInfo...)
     warnings: list[str] = field(default_factory=list)
     spec: object = None                 # cost.devices.DeviceSpec chosen for floors, or None
+    # the loader's events, kept only while graph-replayed rows still need their capture mapped
+    source_events: list | None = field(default=None, repr=False)
 
     @property
     def is_cpu_only(self) -> bool:
