@@ -14,14 +14,14 @@ export PYTHONPATH=$PWD/.device/tk${PYTHONPATH:+:$PYTHONPATH}
 cd $M && M=.
 TK="python3 -m tracekit capture"
 now() { date +%s.%N; }
-left() { echo $(( 545 - ($(date +%s) - T0) )); }
+left() { echo $(( 520 - ($(date +%s) - T0) )); }
 # job NAME BUDGET_S CMD...: runs CMD under `timeout -s TERM BUDGET` if BUDGET fits in the time left.
 job() {
   local name=$1 budget=$2; shift 2
   if [ "$(left)" -lt "$budget" ]; then echo "=== SKIP $name (budget $budget s, $(left) s left)"; return; fi
   echo "=== $name: $*"
   local t0=$(now)
-  timeout -s TERM $budget "$@"; local rc=$?
+  timeout -s TERM -k 20 $budget "$@"; local rc=$?
   local t1=$(now)
   echo "=== $name exit $rc wall $(python3 -c "print(round($t1 - $t0, 2))") s"
 }
@@ -47,6 +47,20 @@ for j in $JOBS; do case $j in
     job ovh_no_et 80 $TK $M/gpt_train.py -o $B/ovh_no_et --no-et --step-fn gpt_train:train_step --warmup 2 --steps 20 -- --iters 22
     job ovh_et    80 $TK $M/gpt_train.py -o $B/ovh_et --step-fn gpt_train:train_step --warmup 2 --steps 20 -- --iters 22
     ls -la $B/ovh_no_et $B/ovh_et; rm -rf $B/ovh_no_et $B/ovh_et ;;
+  ovh_rep)   # ET overhead again, 3 interleaved repetitions each of gpt_train eager (22 calls, 20 recorded) and
+             # 2 of llama_decode eager (52 calls, 50 recorded); bundles deleted after their sizes are listed
+    for r in 1 2 3; do
+      job ovh_plain_$r 60 python3 $M/gpt_train.py --iters 22
+      job ovh_no_et_$r 80 $TK $M/gpt_train.py -q -o $B/ovh_no_et --no-et --step-fn gpt_train:train_step --warmup 2 --steps 20 -- --iters 22
+      job ovh_et_$r 80 $TK $M/gpt_train.py -q -o $B/ovh_et --step-fn gpt_train:train_step --warmup 2 --steps 20 -- --iters 22
+      ls -l $B/ovh_no_et/*.gz $B/ovh_et/*.gz; rm -rf $B/ovh_no_et $B/ovh_et
+    done
+    for r in 1 2; do
+      job ovh_llama_plain_$r 60 python3 $M/llama_decode.py --iters 52
+      job ovh_llama_no_et_$r 80 $TK $M/llama_decode.py -q -o $B/ovh_no_et --no-et --step-fn llama_decode:decode_step --warmup 2 --steps 50 -- --iters 52
+      job ovh_llama_et_$r 80 $TK $M/llama_decode.py -q -o $B/ovh_et --step-fn llama_decode:decode_step --warmup 2 --steps 50 -- --iters 52
+      ls -l $B/ovh_no_et/*.gz $B/ovh_et/*.gz; rm -rf $B/ovh_no_et $B/ovh_et
+    done ;;
   ncu)
     job ncu 150 ncu --clock-control none --nvtx --nvtx-include "regex:decode_ncu.*/" \
       --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum --csv \
