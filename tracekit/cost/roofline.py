@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from tracekit.ops import Cost, OpCall, cost_of
+from tracekit.ops import Cost, OpCall, broadcast, cost_of, lookup
+from tracekit.ops.tensors import FLOAT_DTYPES, result_dtype
 from tracekit.ops.inductor import inductor_cost, is_inductor_kernel
 
 RolesFn = Callable[[str, object], 'list[str] | None']   # (kernel op, kernel_file) -> pointer names
 
 _DEVICE_TO_DEVICE = re.compile(r"dtod|device -> device|d2d", re.IGNORECASE)
-_COST_INPUTS = ("name", "kind", "op", "op_dims", "op_types", "op_strides", "op_concrete", "kernel_file",
-                "fused_ops", "event_bytes")
+_COST_INPUTS = ("name", "kind", "category", "op", "op_dims", "op_types", "op_strides", "op_concrete",
+                "kernel_file", "fused_ops", "event_bytes")
 
 
 def row_cost(row, roles_of: RolesFn | None) -> Cost | str:
@@ -31,7 +33,33 @@ def row_cost(row, roles_of: RolesFn | None) -> Cost | str:
     if is_inductor_kernel(op) or is_inductor_kernel(row.name):
         roles = roles_of(op, row.kernel_file) if roles_of else None
         return inductor_cost(call, list(row.fused_ops or []), roles)
-    return cost_of(call)
+    cost = cost_of(call)
+    if isinstance(cost, str) and lookup(op) is None and row.category in ("elementwise", "reduction"):
+        return generic_cost(call, row.category) or cost
+    return cost
+
+
+def generic_cost(call: OpCall, category: str) -> Cost | None:
+    """An elementwise or reduction kernel whose op has no record: its tensor inputs read once and, for
+    elementwise work, the broadcast result written once (a reduction's result size is unknown, so
+    its bytes are the inputs alone: a lower bound). None when the op records no tensors."""
+    inputs = call.tensors()
+    if not inputs:
+        return None
+    base = result_dtype(inputs)
+    nbytes = float(sum(t.nbytes for t in inputs))
+    if category == "elementwise":
+        try:
+            numel = math.prod(broadcast(*(t.shape for t in inputs)))
+        except ValueError:
+            return None
+        nbytes += numel * base.itemsize
+        note = f"generic elementwise (no record for {call.name}): inputs once + broadcast result once"
+    else:
+        numel = max(t.numel for t in inputs)
+        note = f"generic reduction (no record for {call.name}): inputs once, result not counted (a lower bound)"
+    dtype = base.dtype if base.dtype in FLOAT_DTYPES else "fp32"
+    return Cost(float(numel), nbytes, dtype, "vector", note)
 
 
 def _transfer_cost(row) -> Cost | str:

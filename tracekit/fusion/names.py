@@ -94,12 +94,14 @@ class KernelSources:
         return signature_roles(text, name) if text else None
 
     def source(self, name: str, kernel_file) -> str | None:
-        if self.folder is None:
-            return None
         texts = self._all()
         if isinstance(kernel_file, str) and kernel_file:
             text = texts.get(Path(kernel_file).name)
             if text is not None:
+                return text
+            text = _read_source(kernel_file)        # not kept in a bundle, but still on this machine
+            if text is not None:
+                texts[Path(kernel_file).name] = text
                 return text
         if names_no_ops(name):
             return None
@@ -121,6 +123,17 @@ class KernelSources:
                 ops = ops_from_source(t, name)
                 if ops:
                     return ops
+        return None
+
+
+def _read_source(path: str) -> str | None:
+    """A kernel source a trace's ``kernel_file`` names, when it is a regular .py file here (≤ 16 MiB)."""
+    try:
+        p = Path(path)
+        if p.suffix != ".py" or not p.is_file() or p.stat().st_size > (16 << 20):
+            return None
+        return p.read_text(errors="replace")
+    except (OSError, ValueError):
         return None
 
 

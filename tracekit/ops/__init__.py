@@ -5,6 +5,7 @@ FLOPs, unit, dtype); ``cost_of(call)`` its cost. Importing this package register
 docs/ops.md says how to add an op.
 """
 
-from tracekit.ops import attention, conv, matmul, memory, mlx, other, pointwise, reduce  # noqa: F401  (records)
+from tracekit.ops import (  # noqa: F401  (each module registers its records)
+    attention, conv, indexing, matmul, memory, mlx, other, pointwise, reduce)
 from tracekit.ops.table import FAMILIES, IO, Cost, OpFamily, cost_of, lookup, plain_name  # noqa: F401
 from tracekit.ops.tensors import DTYPES, OpCall, Tensor, broadcast  # noqa: F401

@@ -82,10 +82,6 @@ def _attention(name: str, ops: tuple[str, ...], io_flops, causal, text: str) -> 
                       fused=fused, model=_note(text, causal)))
 
 
-def _efficient_causal(call: OpCall) -> bool:
-    return any(call.value(i) is True for i in range(8, min(len(call.dims), 12)))
-
-
 # signature: q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa
 _attention("sdpa", aten("scaled_dot_product_attention"), forward("BHSD", _flag(5), 3), _flag(5),
            "sdpa: 4·B·H·Sq·Sk·D")
@@ -108,10 +104,19 @@ _attention("cudnn_forward", aten("_cudnn_attention_forward"), forward("BHSD", _f
 # grad_out, q, k, v, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, ...
 _attention("sdpa_flash_backward", aten("_scaled_dot_product_flash_attention_backward"),
            backward("BHSD", _flag(11)), _flag(11), "flash sdpa backward: 2.5× forward")
-_attention("sdpa_efficient_backward", aten("_scaled_dot_product_efficient_attention_backward",
-                                           "_scaled_dot_product_cudnn_attention_backward"),
-           backward("BHSD", _efficient_causal), _efficient_causal, "efficient sdpa backward: 2.5× forward")
+# grad_out, q, k, v, attn_bias, out, logsumexp, philox_seed, philox_offset, dropout_p, grad_input_mask, is_causal
+_attention("sdpa_efficient_backward", aten("_scaled_dot_product_efficient_attention_backward"),
+           backward("BHSD", _flag(11)), _flag(11), "efficient sdpa backward: 2.5× forward")
+# grad_out, q, k, v, out, logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q, cum_seq_k, max_q, max_k,
+# dropout_p, is_causal, scale
+_attention("cudnn_backward", aten("_scaled_dot_product_cudnn_attention_backward", "_cudnn_attention_backward"),
+           backward("BHSD", _flag(14)), _flag(14), "cudnn sdpa backward: 2.5× forward")
+# grad_out, q, k, v, bias, out, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, logsumexp, dropout_p,
+# philox_seed, philox_offset, custom_mask_type (1, 2: causal), ...  (B, S, H, D)
+_attention("efficient_backward", aten("_efficient_attention_backward"),
+           backward("BSHD", lambda call: call.value(14) in (1, 2)), lambda call: call.value(14) in (1, 2),
+           "efficient backward: 2.5× forward")
 _attention("flash_backward", aten("_flash_attention_backward"), backward("BSHD", _flag(11)), _flag(11),
            "flash backward: 2.5× forward")
-register(OpFamily("attention_backward", aten("_cudnn_attention_backward", "_efficient_attention_backward"), "attention",
-                  unit="matrix", fused=BACKWARD_OPS))
+# composite: its bmm/softmax children launch the kernels and carry the cost
+register(OpFamily("sdpa_math", aten("_scaled_dot_product_attention_math"), "attention", fused=FORWARD_OPS))

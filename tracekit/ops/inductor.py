@@ -133,31 +133,57 @@ def _gemm_dims(tensors: list[Tensor]) -> tuple[int, int, int, int] | None:
     return None
 
 
+def iteration_space(call: OpCall, roles: list[str] | None) -> int | None:
+    """Elements one launch iterates over (xnumel · r0_numel · ...), from the integer arguments after
+    the tensors (the source's argument names pick the ``*numel`` ones when it is kept). A pointer is
+    loaded at most once per element, so a table the kernel gathers from (an embedding) counts the rows
+    it can reach, not its whole size. None when the call does not record them."""
+    values = [call.value(i) for i in range(len(call.dims))]
+    if roles:
+        numels = [v for v, r in zip(values, roles) if r.endswith("numel")]
+    else:
+        last_tensor = max((i for i in range(len(call.dims)) if call.tensor(i) is not None), default=-1)
+        numels = values[last_tensor + 1:]
+    if not numels or not all(isinstance(v, int) and v > 0 for v in numels):
+        return None
+    return math.prod(numels)
+
+
 def inductor_cost(call: OpCall, fused: list[str], roles: list[str] | None) -> Cost | str:
-    """Bytes: each tensor argument once (``in_out_ptr`` twice, from the source's roles); FLOPs: 2MNK
-    for matmul templates (``triton_tem_``, or a kernel whose fused ops name a product and whose
-    operands are A[M,K], B[K,N], C[M,N]), else one per element per fused op. A pointwise kernel
-    named after the ``addmm`` it was cut from is costed as pointwise, not left out."""
+    """Matmul templates (``triton_tem_``, or a kernel whose fused ops name a product and whose operands
+    are A[M,K], B[K,N], C[M,N]): 2MNK FLOPs. Other kernels: one FLOP per element of the iteration
+    space (else of the largest argument) per fused op; a pointwise kernel named after the ``addmm`` it
+    was cut from is costed as pointwise, not left out. Bytes: each tensor argument once, at most one
+    element per point of a pointwise/reduction kernel's iteration space; ``in_out_ptr`` twice (from
+    the source's roles, or a kernel with a single pointer)."""
     by_arg = [call.tensor(i) for i in range(len(call.dims))]
     tensors = [t for t in by_arg if t is not None]
     if not tensors:
         return "Inductor kernel without recorded tensor arguments"
+    if roles is None and len(tensors) == 1:          # one pointer: the kernel reads and writes it
+        roles = ["in_out_ptr0" if t is not None else "" for t in by_arg]
+        source = "its one pointer read and written"
+    elif roles:
+        source = "pointer roles from kernel source"
+    else:
+        source = "each tensor argument once: a lower bound (in/out pointers need the kernel source)"
+    template = call.name.startswith("triton_tem_") or call.kernel.startswith("triton_tem_")
+    dims = _gemm_dims(tensors) if template or any(_MATMUL_OP.search(op) for op in fused) else None
+    space = None if template or dims is not None else iteration_space(call, roles)
     nbytes = 0
     for i, t in enumerate(by_arg):
         if t is None:
             continue
         twice = roles is not None and i < len(roles) and roles[i].startswith("in_out_ptr")
-        nbytes += t.nbytes * (2 if twice else 1)
-    source = "pointer roles from kernel source" if roles else "each tensor argument once (no kernel source)"
+        touched = t.nbytes if space is None else min(t.nbytes, space * t.itemsize)
+        nbytes += touched * (2 if twice else 1)
     dtype = next((t.dtype for t in tensors if t.dtype in FLOAT_DTYPES), "fp32")
-    template = call.name.startswith("triton_tem_") or call.kernel.startswith("triton_tem_")
-    dims = _gemm_dims(tensors) if template or any(_MATMUL_OP.search(op) for op in fused) else None
     if template and dims is None:
         return "Inductor matmul template: operand shapes not recognised"
     if dims is not None:
         batch, m, n, k = dims
         return Cost(flops=2.0 * batch * m * n * k, bytes=float(nbytes), dtype=dtype, unit="matrix",
                     model=f"Inductor template: 2MNK; bytes {source}")
-    numel = max(t.numel for t in tensors)
+    numel = space if space is not None else max(t.numel for t in tensors)
     return Cost(flops=float(numel * max(1, len(fused))), bytes=float(nbytes), dtype=dtype, unit="vector",
                 model=f"Inductor kernel: bytes {source}; 1 FLOP/element per fused op")

@@ -58,24 +58,55 @@ def _lists(call: OpCall) -> list[list[Tensor]]:
     lists = [call.tensor_list(i) for i in range(len(call.dims))]
     lists = [tl for tl in lists if tl]
     if not lists:
-        raise ValueError("no tensor lists")
+        raise ValueError("no tensor lists (this profiler records TensorList shapes as []: an execution "
+                         "trace gives them)")
     return lists
+
+
+def _distinct(lists: list[list[Tensor]]) -> list[list[Tensor]]:
+    """Input lists after the first (the destination) that repeat another input list's shapes are
+    counted once: AdamW's
+    ``_foreach_addcmul_(exp_avg_sq, grads, grads, 1 - beta2)`` passes the gradients twice, and the
+    fewest bytes the call can move read them once (the floor is a lower bound)."""
+    seen, out = set(), lists[:1]
+    for tl in lists[1:]:
+        key = tuple((t.shape, t.dtype) for t in tl)
+        if key not in seen:
+            seen.add(key)
+            out.append(tl)
+    return out
 
 
 def _foreach_io(call: OpCall) -> IO:
     lists = _lists(call)
     first = tuple(lists[0])
-    reads = [t for tl in lists for t in tl]
+    if call.name in ("aten::_foreach_norm", "aten::_foreach_max"):
+        return IO(first, tuple(Tensor((), t.dtype, t.itemsize) for t in first))
     if call.name == "aten::_foreach_copy_":
-        reads = reads[len(first):]                 # the destination is only written
-    elif call.name == "aten::_foreach_zero_":
-        reads = []
-    return IO(tuple(reads), first)
+        return IO(tuple(t for tl in lists[1:] for t in tl), first)      # the destination is only written
+    if call.name == "aten::_foreach_zero_":
+        return IO((), first)
+    return IO(tuple(t for tl in _distinct(lists) for t in tl), first)
 
 
 def _foreach_flops(call: OpCall, io: IO) -> float:
     lists = _lists(call)
-    return float(sum(t.numel for t in lists[0]) * (len(lists) > 1))
+    return float(sum(t.numel for t in lists[0]) * (len(lists) > 1 or call.name.startswith("aten::_foreach_norm")))
+
+
+FOREACH = ("add sub mul div addcmul addcdiv lerp copy zero sqrt rsqrt neg exp log abs sign reciprocal sigmoid "
+           "maximum minimum clamp_min clamp_max pow").split()
+
+
+def _adam_io(call: OpCall) -> IO:
+    """_fused_adam(w)_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, ...): params,
+    grads, both moments (and max moments with amsgrad) and steps read once; params and moments written."""
+    lists = [call.tensor_list(i) for i in range(6)]
+    if not all(lists[:4]):
+        raise ValueError("TensorList shapes not recorded (an execution trace gives them)")
+    params, grads, avgs, sqs, maxes, steps = lists
+    writes = (*params, *avgs, *sqs, *maxes)
+    return IO((*params, *grads, *avgs, *sqs, *maxes, *steps), writes)
 
 
 def _copy_note(call: OpCall) -> str:
@@ -97,8 +128,33 @@ register(OpFamily("cat", aten("cat", "stack", "_cat"), "memcpy", _cat_io,
                   model="cat: every part read once, result written once"))
 register(OpFamily("gather_rows", aten("embedding", "index_select"), "elementwise", _gather_io,
                   model="gather: indices + gathered rows read once, result written once"))
-register(OpFamily("foreach", aten("_foreach_copy_", "_foreach_add_", "_foreach_mul_", "_foreach_addcmul_",
-                                  "_foreach_addcdiv_", "_foreach_sub_", "_foreach_div_", "_foreach_lerp_",
-                                  "_foreach_zero_", "_foreach_sqrt", "_foreach_add", "_foreach_mul"),
+register(OpFamily("foreach", aten(*[f"_foreach_{op}" for op in FOREACH], "_foreach_norm", "_foreach_max",
+                                  inplace=True),
                   "elementwise", _foreach_io, _foreach_flops, dtype=lambda call, io: _lists(call)[0][0].dtype,
-                  model="foreach: lists read once, result list written once"))
+                  model="foreach: lists read once (a repeated list once), result list written once"))
+register(OpFamily("fused_adam", aten("_fused_adam_", "_fused_adamw_", "_fused_adam", "_fused_adamw"), "elementwise",
+                  _adam_io, lambda call, io: 15.0 * sum(t.numel for t in call.tensor_list(0)),
+                  dtype=lambda call, io: io.reads[0].dtype,
+                  model="fused Adam(W): params, grads, moments read once, params + moments written, ~15 FLOPs/element"))
+
+
+def _arange_io(call: OpCall) -> IO:
+    """arange(end, dtype, ...), arange(start, end, dtype, ...), arange(start, end, step, dtype, ...),
+    arange(start, end, step, out=): ceil((end − start) / step) elements written, in the dtype
+    recorded (the out tensor's; int64 when none is recorded)."""
+    n = len(call.dims)
+    values = [call.value(i) for i in range(n)]
+    start, end, step, code = {4: (values[0], values[1], values[2], None), 5: (0, values[0], 1, values[1]),
+                              6: (values[0], values[1], 1, values[2]),
+                              7: (values[0], values[1], values[2], values[3])}.get(n, (None,) * 4)
+    if not all(isinstance(v, (int, float)) for v in (start, end, step)) or not step:
+        raise ValueError("arange bounds")
+    count = max(0, math.ceil((end - start) / step))
+    out = call.tensor(3) if n == 4 else None
+    dtype = (out.dtype, out.itemsize) if out is not None else \
+        SCALAR_TYPES.get(code) if isinstance(code, int) else None
+    return IO((), (Tensor((count,), *(dtype or ("int64", 8))),))
+
+
+register(OpFamily("arange", aten("arange"), "elementwise", _arange_io, lambda call, io: float(io.writes[0].numel),
+                  model="arange: result written once"))

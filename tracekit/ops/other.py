@@ -15,17 +15,11 @@ VIEWS = aten("view", "_unsafe_view", "reshape", "t", "transpose", "permute", "un
              "view_as_real", "view_as_complex")
 
 register(OpFamily("view", VIEWS, "elementwise", moves_data=False, fused=()))
-register(OpFamily("pooling", aten("avg_pool2d", "max_pool2d", "max_pool2d_with_indices", "avg_pool2d_backward",
-                                  "max_pool2d_with_indices_backward", "adaptive_avg_pool2d"), "reduction"))
-register(OpFamily("indexing", aten("index", "index_put", "index_put_", "index_add", "index_add_", "scatter_add",
-                                   "scatter_add_", "scatter_reduce", "scatter", "gather", "embedding_dense_backward",
-                                   "embedding_backward", "select_backward", "slice_backward", "repeat_interleave"),
-                  "elementwise"))
 register(OpFamily("padding", aten("constant_pad_nd", "reflection_pad2d", "replication_pad2d", "upsample_nearest2d",
                                   "upsample_bilinear2d"), "elementwise"))
 register(OpFamily("dropout_backward", aten("native_dropout_backward"), "elementwise"))
-register(OpFamily("factory_like", aten("scalar_tensor", "new_zeros", "new_empty", "empty_like", "empty",
-                                       "arange"), "elementwise"))
+register(OpFamily("factory_like", aten("scalar_tensor", "new_zeros", "new_empty", "empty_like", "empty"),
+                  "elementwise"))
 register(OpFamily("weight_norm", aten("_weight_norm_interface"), "norm"))
 register(OpFamily("communication", ("c10d::allreduce_", "c10d::allgather_", "c10d::reduce_scatter_",
                                     "c10d::broadcast_", "c10d::alltoall_", "record_param_comms",

@@ -13,13 +13,14 @@ from tracekit.ops.tensors import OpCall, Tensor, broadcast, result_dtype
 
 UNARY = ("relu gelu silu sigmoid tanh exp exp2 expm1 log log1p log2 log10 neg abs sqrt rsqrt reciprocal sin "
          "cos erf erfinv hardswish hardsigmoid hardtanh leaky_relu elu selu celu softplus mish clamp clamp_min "
-         "clamp_max threshold sign sgn floor ceil round trunc frac bitwise_not logical_not nan_to_num "
-         "square sinh cosh tan asin acos atan logit").split()
+         "clamp_max threshold sign sgn floor ceil round trunc frac bitwise_not nan_to_num "
+         "square sinh cosh tan asin acos atan logit tril triu").split()
 BINARY = ("add sub mul div true_divide floor_divide maximum minimum pow rsub fmod remainder atan2 "
           "bitwise_and bitwise_or bitwise_xor logical_and logical_or hypot copysign xlogy "
           "threshold_backward gelu_backward silu_backward sigmoid_backward tanh_backward "
           "hardswish_backward leaky_relu_backward masked_fill").split()
-COMPARE = "eq ne lt le gt ge isnan isinf".split()
+COMPARE = "eq ne lt le gt ge".split()
+PREDICATES = "isnan isinf isneginf isposinf isfinite signbit logical_not".split()   # one input, bool out
 TERNARY = "where addcmul addcdiv lerp".split()
 
 
@@ -83,6 +84,8 @@ register(OpFamily("clamp_min", aten("clamp_min", inplace=True), "elementwise", _
 register(OpFamily("binary", aten(*BINARY, inplace=True), "elementwise", _io(2), _per_element(1),
                   dtype=_result_dtype, model=_note))
 register(OpFamily("compare", aten(*COMPARE, inplace=True), "elementwise", _io(2, ("bool", 1)), _per_element(1),
+                  dtype=_result_dtype, model=_note))
+register(OpFamily("predicate", aten(*PREDICATES, inplace=True), "elementwise", _io(1, ("bool", 1)), _per_element(1),
                   dtype=_result_dtype, model=_note))
 register(OpFamily("ternary", aten(*TERNARY, inplace=True), "elementwise", _io(3), _per_element(2),
                   dtype=_result_dtype, model=_note))

@@ -32,12 +32,32 @@ def _norm_io(call: OpCall) -> IO:
     return IO(tuple(call.tensors()), tuple(writes))
 
 
+# (grad_out, input, weight, bias, output_mask) positions in each backward's signature; None: absent
+NORM_BACKWARD_ARGS = {
+    "aten::native_layer_norm_backward": (0, 1, 5, 6, 7),       # grad_out, input, shape, mean, rstd, w, b, mask
+    "aten::native_group_norm_backward": (0, 1, 4, None, 9),    # grad_out, input, mean, rstd, w, N, C, HxW, g, mask
+    "aten::native_batch_norm_backward": (0, 1, 2, None, 9),    # grad_out, input, w, rm, rv, sm, si, train, eps, mask
+    "aten::_fused_rms_norm_backward": (0, 1, 4, None, 5),      # grad_out, input, shape, rstd, w, mask
+    "aten::cudnn_batch_norm_backward": (1, 0, 2, None, None),  # input, grad_out, w, ... (all grads)
+    "aten::miopen_batch_norm_backward": (1, 0, 2, None, None),
+}
+
+
 def _norm_backward_io(call: OpCall) -> IO:
-    """grad_out, input, stats and weight read once; grad_input (and weight/bias grads) written once."""
-    tensors = call.tensors()
-    gy = need(call.tensor(0), "grad_out")
-    weight = max((t for t in tensors[2:] if len(t.shape) == 1), key=lambda t: t.numel, default=None)
-    return IO(tuple(tensors), (gy,) + ((weight, weight) if weight else ()))
+    """grad_out, input, stats and weight read once (the bias's values are not needed); the gradients
+    ``output_mask`` asks for written once: grad_input like input, grad_weight and grad_bias like the
+    weight (whatever its rank)."""
+    gy_at, x_at, w_at, b_at, mask_at = NORM_BACKWARD_ARGS[call.name]
+    need(call.tensor(gy_at), "grad_out")
+    x = need(call.tensor(x_at), "input")
+    weight = call.tensor(w_at)
+    mask = call.value(mask_at) if mask_at is not None else None
+    mask = list(mask) if isinstance(mask, (list, tuple)) and len(mask) >= 3 else [True, True, True]
+    reads = [t for i, t in enumerate(call.tensor(i) for i in range(len(call.dims)))
+             if t is not None and i != b_at]
+    writes = ([x] if mask[0] else []) + ([weight] if weight is not None and mask[1] else []) + \
+        ([weight] if weight is not None and mask[2] else [])
+    return IO(tuple(reads), tuple(writes))
 
 
 def _softmax_io(call: OpCall) -> IO:
@@ -87,4 +107,31 @@ register(OpFamily("softmax_backward", aten("_softmax_backward_data", "_log_softm
                   model="softmax backward: two inputs once + grad once"))
 register(OpFamily("reduction", aten(*REDUCTIONS), "reduction", _reduction_io, _per_input_element(1.0),
                   model="reduction: input once + result once"))
-register(OpFamily("sort", aten("topk", "sort", "cumsum"), "reduction"))
+def _topk_io(call: OpCall) -> IO:
+    """topk(self, k, dim, largest, sorted): self read, k values and int64 indices along dim written."""
+    x, k = need(call.tensor(0), "self"), call.value(1)
+    dim = call.value(2)
+    dim = -1 if not isinstance(dim, int) else dim
+    if not isinstance(k, int) or not x.shape:
+        raise ValueError("k")
+    shape = list(x.shape)
+    shape[dim] = k
+    return IO((x,), (Tensor(tuple(shape), x.dtype, x.itemsize), Tensor(tuple(shape), "int64", 8)))
+
+
+def _sort_io(call: OpCall) -> IO:
+    x = need(call.tensor(0), "self")
+    return IO((x,), (x, Tensor(x.shape, "int64", 8)))
+
+
+def _scan_io(call: OpCall) -> IO:
+    x = need(call.tensor(0), "self")
+    return IO((x,), (x,))
+
+
+register(OpFamily("topk", aten("topk"), "reduction", _topk_io, _per_input_element(1.0),
+                  model="topk: input once, k values + int64 indices written"))
+register(OpFamily("sort", aten("sort", "argsort"), "reduction", _sort_io, _per_input_element(1.0),
+                  model="sort: input once, values + int64 indices written (a lower bound: sorts take passes)"))
+register(OpFamily("scan", aten("cumsum", "cumprod", "logcumsumexp"), "reduction", _scan_io, _per_input_element(1.0),
+                  model="scan: input once, result once"))

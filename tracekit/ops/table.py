@@ -77,7 +77,10 @@ class OpFamily:
             io = self.io(call)
             flops = float(self.flops(call, io)) if self.flops else 0.0
             dtype = self.dtype(call, io)
-        except (IndexError, TypeError, ValueError, ZeroDivisionError, KeyError, AttributeError) as exc:
+        except ValueError as exc:                    # the record's own "why not"
+            return f"{call.name}: inputs not understood ({exc})" if str(exc) else \
+                f"{call.name}: inputs not understood (ValueError)"
+        except (IndexError, TypeError, ZeroDivisionError, KeyError, AttributeError) as exc:
             return f"{call.name}: inputs not understood ({type(exc).__name__})"
         nbytes = float(sum(t.nbytes for t in io.reads) + sum(t.nbytes for t in io.writes or ()))
         model = self.model(call) if callable(self.model) else self.model

@@ -110,7 +110,7 @@ class OpCall:
 def need(t: Tensor | None, what: str) -> Tensor:
     """The tensor, or a ValueError naming what was missing (turned into a reason by cost_of)."""
     if t is None:
-        raise ValueError(what)
+        raise ValueError(f"{what} not recorded as a tensor")
     return t
 
 
