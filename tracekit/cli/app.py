@@ -54,25 +54,55 @@ for command in (capture, check, diff, ranks):
     command.register(app)
 
 
-def main() -> None:
-    """Console-script entry point: one line on stderr and exit 2 for unusable input."""
+# optional packages a command may need: the extra that installs each (pyproject.toml)
+EXTRAS = {"torch": "capture", "mlx": "mlx", "pydot": "dot", "hta": "hta", "psutil": "hta"}
+
+
+def run(args: Optional[list[str]] = None) -> int:
+    """Run the CLI on ``args`` (default: ``sys.argv[1:]``) and return the exit status.
+
+    Unusable input (TracekitError) is one line on stderr and status 2; a missing optional package
+    is one line naming the extra that installs it; anything else is one "internal error" line
+    (TRACEKIT_DEBUG=1 re-raises it). ``main`` and the in-process test runner both call this.
+    """
+    argv = sys.argv[1:] if args is None else [str(a) for a in args]
     try:
-        app()
+        app(args=argv, prog_name="tracekit")
+    except SystemExit as exc:                     # click ends every run, success included, this way
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
     except TracekitError as exc:
         print(f"tracekit: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except BrokenPipeError:
-        sys.exit(0)
+        return 0
     except KeyboardInterrupt:
         print("tracekit: interrupted", file=sys.stderr)
-        sys.exit(130)
+        return 130
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if top not in EXTRAS or os.environ.get("TRACEKIT_DEBUG"):
+            return _internal_error(exc, argv)
+        print(f"tracekit: this input needs the optional package '{top}', which is not installed "
+              f"(pip install 'tracekit[{EXTRAS[top]}]')", file=sys.stderr)
+        return 2
     except Exception as exc:                      # a bug, or input we did not foresee: still one line
-        if os.environ.get("TRACEKIT_DEBUG"):
-            raise
-        where = " ".join(sys.argv[1:3])
-        print(f"tracekit: internal error on '{where}': {type(exc).__name__}: {exc} "
-              "(set TRACEKIT_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
-        sys.exit(2)
+        return _internal_error(exc, argv)
+    return 0
+
+
+def _internal_error(exc: BaseException, argv: list[str]) -> int:
+    if os.environ.get("TRACEKIT_DEBUG"):
+        raise exc
+    where = " ".join(argv[:2])
+    print(f"tracekit: internal error on '{where}': {type(exc).__name__}: {exc} "
+          "(set TRACEKIT_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
+    return 2
+
+
+def main() -> None:
+    """Console-script entry point: one line on stderr and exit 2 for unusable input."""
+    sys.exit(run())
 
 
 if __name__ == "__main__":
