@@ -5,10 +5,11 @@ The broken files here are synthetic (made by each test), not traces."""
 from __future__ import annotations
 
 import gzip
+import sys
 
 import pytest
 
-from conftest import PEERS, run_cli
+from conftest import PEERS, ROOT, run_cli
 
 REAL = PEERS / "hta/triton_example_triton_example.json.gz"
 
@@ -143,3 +144,30 @@ def test_an_internal_error_is_one_line_unless_debugging(debug):
         assert proc.returncode == 1 and "Traceback" in proc.stderr and "RuntimeError: boom" in proc.stderr
     else:
         _assert_clean_error(proc, "internal error", "RuntimeError: boom", "TRACEKIT_DEBUG")
+
+
+def test_unknown_spec_id_names_the_known_ones():
+    _assert_clean_error(run_cli("explain", REAL, "--spec", "h300-measured"), "h300-measured",
+                        "no builtin spec has that id", "h200-measured")
+
+
+MLX_DOT = ROOT / "captures" / "mlx" / "seed_lazy_bf16_b128" / "graphs" / "001.dot"
+
+
+@pytest.mark.parametrize("args", [("check", MLX_DOT, "--rules", ROOT / "rules" / "seed_eager.toml"),
+                                  ("check", REAL, "--baseline", MLX_DOT), ("diff", MLX_DOT, REAL),
+                                  ("diff", REAL, MLX_DOT.parent.parent)])
+def test_mlx_graph_given_to_check_or_diff_says_to_explain_it(args):
+    """Was "invalid JSON (...); is the file truncated?" for a .dot file."""
+    _assert_clean_error(run_cli(*args), "MLX graph", "check and diff take torch.profiler traces",
+                        "tracekit explain")
+
+
+def test_missing_pydot_is_one_line_naming_the_extra(tmp_path, monkeypatch):
+    """A dot layout other than MLX's own goes through pydot (the `dot` extra): without it, one line."""
+    text = MLX_DOT.read_text()
+    one_line = tmp_path / "one_line.dot"            # the same graph on one line: MLX's own reader declines it
+    one_line.write_text(" ".join(ln.strip() + ("" if ln.strip().endswith(("{", "}")) else ";")
+                                 for ln in text.splitlines()))
+    monkeypatch.setitem(sys.modules, "pydot", None)  # `import pydot` now fails as if not installed
+    _assert_clean_error(run_cli("explain", one_line), "optional package 'pydot'", "tracekit[dot]")

@@ -178,12 +178,25 @@ def _parse(data: bytes, where: str) -> DeviceSpec:
 
 
 def load_spec(path: str | Path) -> DeviceSpec:
-    """Load one spec file; TracekitError naming the file when it is unreadable or malformed."""
+    """Load a ``--spec`` value: a spec file, or a builtin spec id (``h200-measured``) when no file of
+    that name exists; TracekitError naming the file when it is unreadable or malformed."""
+    if isinstance(path, str) and _could_be_id(path) and not Path(path).exists():
+        for spec in _builtin():
+            if spec.id == path:
+                return spec
+        known = ", ".join(s.id for s in _builtin())
+        raise TracekitError(f"{path}: cannot read spec file (no such file) and no builtin spec has that id "
+                            f"(known: {known})")
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise TracekitError(f"{path}: cannot read spec file ({exc.strerror or exc})") from None
     return _parse(data, str(path))
+
+
+def _could_be_id(value: str) -> bool:
+    """Ids are bare names (``h200-measured``); anything with a folder or a .toml suffix is a path."""
+    return bool(value) and "/" not in value and "\\" not in value and not value.endswith(".toml")
 
 
 @functools.lru_cache(maxsize=1)
@@ -213,10 +226,8 @@ def spec_by_id(spec_id: str) -> DeviceSpec:
 
 
 def resolve_spec(value: str) -> DeviceSpec:
-    """A `--spec` argument: a path to a .toml file, or a builtin id."""
-    if value.endswith(".toml") or Path(value).is_file():
-        return load_spec(value)
-    return spec_by_id(value)
+    """A `--spec` argument: a path to a .toml file, or a builtin id (the same as ``load_spec``)."""
+    return load_spec(value)
 
 
 def _fits(spec: DeviceSpec, props: dict, name: str) -> bool:

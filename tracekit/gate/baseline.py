@@ -159,6 +159,11 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
     p = Path(path)
     if not p.exists():
         raise TracekitError(f"{p}: no such file or folder")
+    from tracekit.analyze import is_mlx_input
+    if is_mlx_input(p):
+        what = "holds MLX graphs" if p.is_dir() else "is an MLX graph"
+        raise TracekitError(f"{p}: {what}; check and diff take torch.profiler traces, capture bundles or "
+                            f"explain JSON (MLX graphs have no timings): use `tracekit explain {p}`")
     warnings: list[str] = []
     doc = _explain_doc(p)
     if doc is not None:
