@@ -12,6 +12,7 @@ import pytest
 
 from conftest import ROOT, explain_json, run_cli
 from tracekit.load.kineto import load_trace
+from tracekit.load.mlx import load_mlx
 
 torch = pytest.importorskip("torch")
 SCRIPTS = ROOT / "tests" / "scripts"
@@ -196,16 +197,27 @@ def test_importing_the_cli_module_does_not_import_torch():
 
 
 def test_mlx_script_goes_to_the_mlx_capture(tmp_path):
+    """Was one test passing on both branches (mlx importable or not); now each branch is its own test."""
+    pytest.importorskip("mlx.core")
     script = tmp_path / "m.py"
-    script.write_text("import mlx.core as mx\nprint('mlx script')\n")
+    script.write_text("import mlx.core as mx\nmx.eval(mx.arange(8) * 2)\nprint('mlx script')\n")
     proc = run_cli("capture", script, "-o", tmp_path / "b")
-    try:
-        import mlx.core  # noqa: F401
-    except ImportError:
-        assert proc.returncode == 2 and "mlx" in proc.stderr
-        return
     assert proc.returncode == 0, proc.stderr
-    assert meta(tmp_path / "b")["framework"] == "mlx"
+    assert proc.stdout == "mlx script\n" and meta(tmp_path / "b")["framework"] == "mlx"
+    [graph] = load_mlx(tmp_path / "b")                     # one mx.eval: one graph, arange then multiply
+    assert list(graph.kernels["name"]) == ["Arange", "Multiply"]
+
+
+def test_mlx_script_without_mlx_exits_2_with_one_line(tmp_path):
+    script = tmp_path / "m.py"
+    script.write_text("import mlx.core as mx\n")
+    code = ("import sys; sys.modules['mlx'] = None; from tracekit.cli.app import main; "    # mlx not importable
+            "sys.argv = ['tracekit', 'capture', *sys.argv[1:]]; main()")
+    proc = subprocess.run([sys.executable, "-c", code, str(script), "-o", str(tmp_path / "b")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and our_lines(proc.stderr) == [f"tracekit: {script}: imports mlx, which is not "
+                                                               "installed here"]
+    assert not (tmp_path / "b").exists()
 
 
 def test_copy_kernel_files_keeps_sources_and_marks_vanished_ones(tmp_path, monkeypatch):
