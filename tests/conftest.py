@@ -1,13 +1,13 @@
 """Shared test helpers: paths to committed real traces, the CLI runners and a per-session explain cache.
 
-``run_cli`` runs ``tracekit ARGS`` inside the test process: click's CliRunner isolation (stdout and
+``run_cli`` runs ``tracekit ARGS`` inside the test process: typer's CliRunner isolation (stdout and
 stderr kept apart) around ``tracekit.cli.app.run``, the function the console script's ``main`` calls,
 so exit codes and the one-line error mapping are the ones a user gets. ``capture`` always runs in a
 subprocess (it executes scripts that exit, signal, replace sys.stdout, import torch), as does
 anything given to ``run_cli_subprocess``: the few true end-to-end tests.
 
-Analyses are cached per session: ``tracekit.analyze.analyze_path`` is wrapped so that each (input,
-step marker, device, spec) is analysed once and every caller (the CLI in process, load_side, a test)
+Analyses are cached per session: ``tracekit.analyze.analyze_path`` is wrapped so that each input and
+set of arguments is analysed once and every caller (the CLI in process, load_side, a test)
 gets its own deep copy. The key holds each input file's size and mtime (all files of a bundle), so a
 file a test rewrites is analysed afresh. ``TRACEKIT_TEST_NO_CACHE=1`` turns the cache off.
 """
@@ -15,6 +15,7 @@ file a test rewrites is analysed afresh. ``TRACEKIT_TEST_NO_CACHE=1`` turns the 
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import os
 import subprocess
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from typer.testing import CliRunner      # not click.testing: recent typer vendors its own click
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
@@ -51,9 +52,9 @@ def run_cli_subprocess(*args, cwd: Path | None = None, env: dict | None = None) 
 
 def _runner() -> CliRunner:
     try:
-        return CliRunner(mix_stderr=False)      # click < 8.2 mixes stderr into stdout unless told
+        return CliRunner(mix_stderr=False)      # typer on click < 8.2 mixes stderr into stdout unless told
     except TypeError:
-        return CliRunner()                      # click ≥ 8.2 always keeps stderr apart
+        return CliRunner()                      # click ≥ 8.2, and typer's own copy, keep stderr apart
 
 
 def run_cli(*args, cwd: Path | None = None):
@@ -96,7 +97,7 @@ _EXPLAIN: dict[tuple, str] = {}
 def explain_json(path, *extra: str) -> dict:
     """``tracekit explain PATH --format json EXTRA``, parsed; each (input, args) is analysed once per
     session and every call gets its own parsed copy (tests may change it freely)."""
-    key = (_fingerprint(path), tuple(_fingerprint(x) if Path(str(x)).is_file() else str(x) for x in extra))
+    key = (_fingerprint(path), tuple(map(_arg_key, extra)))
     if key not in _EXPLAIN or os.environ.get("TRACEKIT_TEST_NO_CACHE"):
         proc = run_cli("explain", path, "--format", "json", *extra)
         assert proc.returncode == 0, proc.stderr
@@ -107,12 +108,26 @@ def explain_json(path, *extra: str) -> dict:
 _ANALYSES: dict[tuple, list] = {}
 
 
+def _arg_key(value):
+    """An argument as part of a cache key: files and folders (a --spec file, an --et file) by content."""
+    try:
+        if isinstance(value, (str, Path)) and str(value) and Path(value).exists():
+            return _fingerprint(value)
+    except (OSError, ValueError):          # not a possible path (a regex, a NUL byte)
+        pass
+    return repr(value)
+
+
 def _cached_analyze(real):
-    def analyze_path(path, step_marker=None, device=None, spec=None):
-        spec_key = _fingerprint(spec) if spec and Path(spec).is_file() else spec
-        key = (_fingerprint(path), step_marker, device, spec_key)
+    signature = inspect.signature(real)
+
+    def analyze_path(path, *args, **kwargs):
+        bound = signature.bind(path, *args, **kwargs)      # defaults filled in: the CLI passes every option
+        bound.apply_defaults()
+        rest = list(bound.arguments.items())[1:]
+        key = (_fingerprint(path), *((name, _arg_key(v)) for name, v in rest))
         if key not in _ANALYSES:
-            _ANALYSES[key] = real(path, step_marker=step_marker, device=device, spec=spec)  # errors: not kept
+            _ANALYSES[key] = real(path, *args, **kwargs)        # an error is raised each time, never kept
         return copy.deepcopy(_ANALYSES[key])
     analyze_path.__wrapped__ = real
     analyze_path.__doc__ = real.__doc__

@@ -84,7 +84,9 @@ def test_durations_are_exact_not_rounded():
     by_start = {k["start_us"]: k["dur_us"] for k in doc["kernels"]}
     for e in raw:
         assert by_start[float(e["ts"])] == float(e["dur"])
-    assert any(0 < e["dur"] < 1 or e["dur"] != int(e["dur"]) for e in raw)
+    # was an assertion on the raw events alone (no code touched): the output keeps sub-µs fractions
+    fractional = [k["dur_us"] for k in doc["kernels"] if k["kind"] == "kernel" and k["dur_us"] != int(k["dur_us"])]
+    assert len(fractional) == len([e for e in raw if e["dur"] != int(e["dur"])]) > 0
 
 
 def test_h100_bert_transformer_is_costed_and_flash_attention_flops():
