@@ -56,6 +56,8 @@ def test_every_builtin_spec_loads_with_sources():
             numbers["memory.bandwidth_gbs"] = spec.bandwidth_gbs
         if spec.l2_bytes is not None:
             numbers["memory.l2_bytes"] = spec.l2_bytes
+        if spec.launch_us is not None:
+            numbers["launch.kernel_us"] = spec.launch_us
         assert numbers, spec.id
         assert set(numbers) == set(spec.sources), spec.id
         for key, value in numbers.items():

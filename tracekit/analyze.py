@@ -13,8 +13,9 @@ from tracekit.errors import TracekitError
 from tracekit.fusion.names import KernelSources, annotate_fusion
 from tracekit.load.graph_replay import map_graph_kernels
 from tracekit.load.kineto import load_trace
+from tracekit.load.twins import adopt_twins
 from tracekit.model.schema import validate
-from tracekit.model.trace import Trace
+from tracekit.model.trace import Trace, skip_steps
 
 
 def is_mlx_input(path: Path) -> bool:
@@ -80,6 +81,10 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
              bundle_dir: Path | None = None) -> Trace:
     """Fill category, op (graph replays), fused_ops, cost and roofline columns in place."""
     df = trace.kernels
+    twins = adopt_twins(df)
+    if twins:
+        trace.warnings.append(f"{twins} kernels launched before the trace began take the op and shapes of an "
+                              "identical kernel (same name, grid, block, stream): op_source 'twin'")
     if df["category"].isna().any():
         classify(df)
     if df["graph"].any():
@@ -94,13 +99,14 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
 
 
 def analyze_path(path: str | Path, step_marker: str | None = None, device: str | None = None,
-                 spec: str | None = None) -> list[Trace]:
-    """Everything ``explain`` shows, for a trace file, a capture bundle or an MLX graph."""
+                 spec: str | None = None, skip: int = 0) -> list[Trace]:
+    """Everything ``explain`` shows, for a trace file, a capture bundle or an MLX graph; ``skip``:
+    leading steps (warm-up, compile) left out of the per-step figures."""
     p = Path(path)
     if not p.exists():
         raise TracekitError(f"{p}: no such file or folder")
     if is_mlx_input(p):
         from tracekit.load.mlx import load_mlx
         return [annotate(t, device, spec) for t in load_mlx(p)]
-    trace = load_trace(p, step_marker)
+    trace = skip_steps(load_trace(p, step_marker), skip)
     return [annotate(trace, device, spec, bundle_dir_of(p))]

@@ -41,12 +41,14 @@ def explain(
     spec: Optional[str] = SpecOpt,
     top: int = typer.Option(15, "--top", help="Kernel groups shown per step in the table"),
     fusion: bool = typer.Option(False, "--fusion", help="Show the fusion view: kernel chain, intermediates, headroom"),
+    skip_steps: int = typer.Option(0, "--skip-steps", min=0, help="Leading steps (warm-up, compile) left out of "
+                                   "the per-step figures"),
 ) -> None:
     """Classify every kernel, count kernels per step, and set each against its roofline floor."""
     from tracekit.analyze import analyze_path
     from tracekit.report.emit import emit
 
-    results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec)
+    results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec, skip=skip_steps)
     emit(results, format.value, top=top, fusion=fusion)
 
 

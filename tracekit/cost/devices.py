@@ -27,10 +27,11 @@ PEAK_KEYS = (
     "bf16", "fp16", "fp16_fp16acc", "fp8", "int8",
 )
 MEMORY_KEYS = ("bandwidth_gbs", "l2_bytes")
+LAUNCH_KEYS = ("kernel_us",)       # the shortest a kernel runs on the device (launch and teardown)
 VENDORS = ("nvidia", "amd", "apple", "cpu")
 _TOP_KEYS = {
     "id", "name", "vendor", "match", "match_properties", "min_memory_gb", "max_memory_gb",
-    "notes", "peak", "memory",
+    "notes", "peak", "memory", "launch",
 }
 
 # dtype spellings seen in traces and in torch -> canonical peak key
@@ -75,6 +76,7 @@ class DeviceSpec:
     match_properties: dict[str, Any] = field(default_factory=dict)
     min_memory_gb: float | None = None
     max_memory_gb: float | None = None
+    launch_us: float | None = None        # shortest kernel time on the device ([launch] kernel_us)
 
     def __hash__(self) -> int:
         return hash((self.id, self.path))
@@ -156,7 +158,9 @@ def _parse(data: bytes, where: str) -> DeviceSpec:
     sources: dict[str, str] = {}
     peaks: dict[str, float] = {}
     memory: dict[str, float] = {}
-    for section, allowed, out in (("peak", PEAK_KEYS, peaks), ("memory", MEMORY_KEYS, memory)):
+    launch: dict[str, float] = {}
+    for section, allowed, out in (("peak", PEAK_KEYS, peaks), ("memory", MEMORY_KEYS, memory),
+                                  ("launch", LAUNCH_KEYS, launch)):
         table = doc.get(section, {})
         if not isinstance(table, dict):
             raise TracekitError(f"{where}: [{section}] must be a table")
@@ -174,6 +178,7 @@ def _parse(data: bytes, where: str) -> DeviceSpec:
         l2_bytes=None if l2 is None else int(l2), sources=sources, path=where,
         notes=str(doc.get("notes", "")).strip(), match=tuple(patterns), match_properties=props,
         min_memory_gb=bounds["min_memory_gb"], max_memory_gb=bounds["max_memory_gb"],
+        launch_us=launch.get("kernel_us"),
     )
 
 

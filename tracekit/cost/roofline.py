@@ -137,6 +137,7 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
         return df
     if spec is None:
         df["floor_us"], df["bound"], df["gap"] = np.nan, None, np.nan
+        df["covered"] = False
         return df
     peaks = {}
     peak = []
@@ -159,6 +160,27 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
     floor = np.where(known, np.maximum(compute_us, memory_us), np.nan)
     floor = np.where(floor > 0, floor, np.nan)
     df["floor_us"] = floor
-    df["bound"] = np.where(np.isnan(floor), None, np.where(compute_us > memory_us, "compute", "memory"))
-    df["gap"] = df["dur_us"].to_numpy(dtype=float) / floor
+    bound = np.where(np.isnan(floor), None, np.where(compute_us > memory_us, "compute", "memory"))
+    if spec.launch_us:           # no kernel runs faster than the device lets one start and finish
+        bound = np.where(floor < spec.launch_us, "launch", bound)
+    df["bound"] = bound
+    _op_level_gaps(df, floor)
     return df
+
+
+def _op_level_gaps(df: pd.DataFrame, floor: np.ndarray) -> None:
+    """gap = time / floor, where the time of an op call with several kernels (split-K reduce, cuDNN
+    helpers, a foreach op launched in chunks) is all its kernels' time, set against the floor the
+    op's carrier kernel holds; ``covered`` marks every row whose time is counted against a floor."""
+    dur = df["dur_us"].to_numpy(dtype=float)
+    has_floor = ~np.isnan(floor)
+    op_id = df["op_id"].to_numpy()
+    carried = set(op_id[has_floor & (op_id != -1)].tolist())
+    covered = has_floor | ((op_id != -1) & df["op_id"].isin(carried).to_numpy())
+    op_time = dur.copy()
+    sibling_ops = (op_id != -1) & covered
+    if sibling_ops.any():
+        totals = df.loc[sibling_ops].groupby("op_id")["dur_us"].sum()
+        op_time = np.where(has_floor & (op_id != -1), df["op_id"].map(totals).to_numpy(dtype=float), dur)
+    df["gap"] = op_time / floor
+    df["covered"] = covered

@@ -53,8 +53,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("bytes", "float", "cost", "minimal bytes: inputs read once + outputs written once (NaN unknown)"),
     Column("cost_note", "str", "cost", "which model costed the row, or why it has no floor"),
     Column("floor_us", "float", "roofline", "max(flops/peak, bytes/bandwidth), microseconds (NaN unknown)"),
-    Column("bound", "str", "roofline", '"compute" | "memory" | None'),
-    Column("gap", "float", "roofline", "dur_us / floor_us (NaN when no floor)"),
+    Column("bound", "str", "roofline", '"compute" | "memory" | "launch" (floor below the device\'s shortest '
+                                     'kernel, spec [launch] kernel_us) | None'),
+    Column("gap", "float", "roofline", "time / floor_us: the time of all the op call's kernels on the row that "
+                                     "carries its floor (NaN when no floor)"),
+    Column("covered", "bool", "roofline", "the row's time is set against a floor: its own, or its op call's "
+                                          "carried by a sibling kernel"),
 )
 
 KERNEL_COLUMNS = [c.name for c in COLUMNS]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from tracekit.errors import TracekitError
 from tracekit.model.schema import KERNEL_COLUMNS  # noqa: F401  (loaders build rows in this order)
 
 
@@ -44,3 +45,17 @@ class Trace:
     def is_cpu_only(self) -> bool:
         return bool(len(self.kernels)) and bool((self.kernels["kind"] == "cpu_op").all())
 
+
+
+def skip_steps(trace: Trace, n: int) -> Trace:
+    """Leave the first ``n`` steps (warm-up, compile) out of every per-step figure: their kernels count
+    as outside every step (step -1) and ``metadata["skipped_steps"]`` says how many were dropped."""
+    if n <= 0 or not trace.steps:
+        return trace
+    dropped = {s.index for s in trace.steps[:n]}
+    if len(dropped) >= len(trace.steps):
+        raise TracekitError(f"--skip-steps {n}: the trace has only {len(trace.steps)} step(s)")
+    trace.kernels.loc[trace.kernels["step"].isin(dropped), "step"] = -1
+    trace.steps = trace.steps[n:]
+    trace.metadata["skipped_steps"] = n
+    return trace

@@ -41,10 +41,11 @@ def step_table(trace: Trace) -> pd.DataFrame:
         dur = sk["dur_us"].to_numpy(dtype=float)
         floored = sk["floor_us"].notna().to_numpy()
         floor = float(np.nansum(sk["floor_us"].to_numpy(dtype=float))) if floored.any() else None
-        costed_us = float(dur[floored].sum())
+        costed_us = float(dur[sk["covered"].to_numpy(dtype=bool)].sum())
         busy, window = _busy(sk["start_us"].to_numpy(dtype=float), dur)
         rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=len(sk), kernel_us=float(dur.sum()),
                          floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor else None,
+                         costed_pct=(100.0 * costed_us / dur.sum()) if dur.sum() > 0 else None,
                          busy_pct=(100.0 * busy / window) if window > 0 else None,
                          idle_us=(window - busy) if window > 0 else None, window_us=window,
                          fused_ops=fused_op_count(sk["fused_ops"])))
@@ -76,7 +77,8 @@ def explain_dict(trace: Trace) -> dict:
               "spec_name": spec.name if spec else None,
               "spec_path": spec.path if spec else None}
     step_rows = [{k: _clean(v) for k, v in r.items()} for r in steps.to_dict("records")]
-    by_cat = df.groupby("category")["dur_us"].agg(["count", "sum"]) if len(df) else None
+    in_steps = df[df["step"] >= 0] if trace.steps else df         # per-step figures: the steps' kernels only
+    by_cat = in_steps.groupby("category")["dur_us"].agg(["count", "sum"]) if len(in_steps) else None
     n_steps = max(1, len(trace.steps))
     summary = {
         "steps": len(step_rows),
@@ -87,6 +89,7 @@ def explain_dict(trace: Trace) -> dict:
         "kernel_us_per_step": [r["kernel_us"] for r in step_rows],
         "floor_us_per_step": [r["floor_us"] for r in step_rows],
         "gap_per_step": [r["gap"] for r in step_rows],
+        "costed_pct_per_step": [r["costed_pct"] for r in step_rows],
         "busy_pct_per_step": [r["busy_pct"] for r in step_rows],
         "idle_us_per_step": [r["idle_us"] for r in step_rows],
         "kernel_us_total": float(df["dur_us"].sum()) if len(df) else 0.0,

@@ -13,8 +13,11 @@ from tracekit.report.fusion_view import print_fusion
 
 
 def kernel_groups(trace: Trace) -> pd.DataFrame:
-    """Kernels grouped by (name, op, shapes), per-step means, sorted by time."""
+    """Kernels grouped by (name, op, shapes), per-step means over the steps' kernels (kernels outside
+    every step are left out when there are steps), sorted by time."""
     df = trace.kernels
+    if trace.steps:
+        df = df[df["step"] >= 0]
     if df.empty:
         return df
     n_steps = max(1, len(trace.steps))
@@ -47,10 +50,11 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False) -> No
                          "nothing: a graph without timings (counts, FLOPs, bytes and floors only)"))
         steps = step_table(trace)
         st = Table(title="per step", show_edge=False)
-        for col in ("step", "kernels", "kernel time", "floor", "gap", "GPU busy", "idle between kernels"):
+        for col in ("step", "kernels", "kernel time", "costed", "floor", "gap", "GPU busy", "idle between kernels"):
             st.add_column(col, justify="right")
         for r in steps.itertuples():
-            st.add_row(str(r.name), str(r.kernels), fmt_us(r.kernel_us), fmt_us(r.floor_us), fmt_gap(r.gap),
+            costed = "-" if r.costed_pct is None or pd.isna(r.costed_pct) else f"{r.costed_pct:.0f}%"
+            st.add_row(str(r.name), str(r.kernels), fmt_us(r.kernel_us), costed, fmt_us(r.floor_us), fmt_gap(r.gap),
                        "-" if r.busy_pct is None or pd.isna(r.busy_pct) else f"{r.busy_pct:.0f}%", fmt_us(r.idle_us))
         console.print(st)
         groups = kernel_groups(trace)
