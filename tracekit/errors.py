@@ -1,13 +1,28 @@
 """The one error type users see: a one-line message and exit code 2."""
 
 import os
+import re
 import sys
+
+MAX_MESSAGE_CHARS = 2000
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` as one bounded line: control characters (newlines included) written as escapes, cut
+    to ``limit`` characters. Errors and warnings quote trace text, which may hold anything."""
+    text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class TracekitError(Exception):
-    """Unusable input or usage. The CLI prints ``tracekit: <message>`` on stderr and exits 2."""
+    """Unusable input or usage. The CLI prints ``tracekit: <message>`` on stderr and exits 2.
+    The message is always one line (see ``one_line``), whatever trace text it quotes."""
 
     exit_code = 2
+
+    def __init__(self, message: str = ""):
+        super().__init__(one_line(message))
 
 
 def say_error(text: str) -> None:

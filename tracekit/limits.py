@@ -1,0 +1,280 @@
+"""Input limits: what tracekit agrees to read and how long a user regex may run (docs/limits.md).
+
+Files are read only when they are regular files (a FIFO, a device such as /dev/zero, a socket or a
+folder is refused before anything blocks), up to a size bound; gzip is decompressed as a stream and
+refused past a size or ratio bound. User regexes (``--step-marker``, rules ``forbid``) are checked
+before use (no backreferences, no quantifier or alternation under another quantifier), match at most
+``MAX_MATCH_CHARS`` characters of each name, and share a time budget per pattern.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import stat
+import threading
+import zlib
+from pathlib import Path
+
+from tracekit.errors import TracekitError
+
+try:                                     # Python 3.11+
+    from re import _constants as sre_c
+    from re import _parser as sre_parse
+except ImportError:                      # Python 3.10
+    import sre_constants as sre_c
+    import sre_parse
+
+MAX_INPUT_BYTES = 2 << 30           # JSON / dot text of one input file, after decompression
+MAX_GZIP_RATIO = 100                # decompressed / compressed, checked once RATIO_FLOOR bytes came out
+RATIO_FLOOR = 64 << 20
+MAX_SMALL_FILE = 16 << 20           # rules files and other hand-written text
+MAX_PATTERN_CHARS = 1000
+MAX_MATCH_CHARS = 16384             # characters of one name a user regex sees (longest real name: ~5k)
+REGEX_SECONDS = 5.0                 # matching time one user regex may spend on one input
+_CHUNK = 1 << 20
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _env_number(name: str, default: float, integer: bool = True) -> float:
+    """``default``, or the environment's value: a number, for sizes with an optional K/M/G suffix."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1) if integer else 1
+    try:
+        value = float(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise TracekitError(f"{name}={text!r}: expected a positive number" + (" (suffix K, M or G allowed)"
+                                                                               if integer else ""))
+    return int(value) if integer else value
+
+
+def max_input_bytes() -> int:
+    return int(_env_number("TRACEKIT_MAX_INPUT_BYTES", MAX_INPUT_BYTES))
+
+
+def max_gzip_ratio() -> float:
+    return _env_number("TRACEKIT_MAX_GZIP_RATIO", MAX_GZIP_RATIO, integer=False)
+
+
+def regex_seconds() -> float:
+    return _env_number("TRACEKIT_REGEX_SECONDS", REGEX_SECONDS, integer=False)
+
+
+def size_text(n: float) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{int(n)} bytes"
+
+
+def _kind(mode: int) -> str:
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: str | Path, what: str):
+    """A binary file object for ``path`` if it is a regular file; else a one-line TracekitError.
+
+    The type is checked before opening (so a FIFO or a device is never opened) and again on the
+    open descriptor (the path may have been swapped in between); the open itself never blocks."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise TracekitError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        raise TracekitError(f"{path}: is {_kind(mode)}, not a regular file: tracekit reads a {what} only "
+                            "from a regular file")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise TracekitError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise TracekitError(f"{path}: is {_kind(mode)}, not a regular file: tracekit reads a {what} only "
+                            "from a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def _too_big(path, what: str, limit: int) -> TracekitError:
+    return TracekitError(f"{path}: {what} is larger than {size_text(limit)}: refused (the limit is "
+                         "TRACEKIT_MAX_INPUT_BYTES; raise it if the file is real)")
+
+
+def read_input(path: str | Path, what: str = "trace", limit: int | None = None, gunzip: bool = True) -> bytearray:
+    """The bytes of a regular file, gunzipped as a stream when it starts with the gzip magic.
+
+    Refused (TracekitError) beyond ``limit`` bytes (default ``TRACEKIT_MAX_INPUT_BYTES``) after
+    decompression, or when gzip expands more than ``TRACEKIT_MAX_GZIP_RATIO`` times."""
+    limit = max_input_bytes() if limit is None else limit
+    with open_regular(path, what) as fh:
+        try:
+            head = fh.read(2)
+            if gunzip and head == b"\x1f\x8b":
+                return _gunzip(fh, head, path, what, limit)
+            data = bytearray(head)
+            while len(data) <= limit and (block := fh.read(min(_CHUNK, limit + 1 - len(data)))):
+                data += block
+        except OSError as exc:
+            raise TracekitError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise _too_big(path, what, limit)
+    return data
+
+
+def _gunzip(fh, head: bytes, path, what: str, limit: int) -> bytearray:
+    """Stream-decompress every gzip member of ``fh``, keeping the size and ratio bounds."""
+    ratio = max_gzip_ratio()
+    out, consumed = bytearray(), 0
+    d = zlib.decompressobj(wbits=31)
+    block = head + fh.read(_CHUNK)
+    try:
+        while block:
+            consumed += len(block)
+            data = block
+            while True:
+                piece = d.decompress(data, _CHUNK)
+                out += piece
+                if len(out) > limit:
+                    raise _too_big(path, f"{what} (decompressed)", limit)
+                if len(out) > RATIO_FLOOR and len(out) > ratio * consumed:
+                    raise TracekitError(f"{path}: gzip expands more than {ratio:g}× ({size_text(len(out))} from "
+                                        f"{size_text(consumed)}): refused as a likely gzip bomb (the limit is "
+                                        "TRACEKIT_MAX_GZIP_RATIO; raise it if the trace is real)")
+                if d.eof:
+                    rest = d.unused_data
+                    if rest[:2] == b"\x1f\x8b":                 # another gzip member follows
+                        d, data = zlib.decompressobj(wbits=31), rest
+                        continue
+                    if rest.strip(b"\x00"):
+                        raise TracekitError(f"{path}: bad gzip (unexpected bytes after the compressed data)")
+                    break
+                data = d.unconsumed_tail
+                if not data and len(piece) < _CHUNK:
+                    break
+            block = fh.read(_CHUNK)
+    except zlib.error as exc:
+        raise TracekitError(f"{path}: bad or truncated gzip ({exc})") from None
+    if not d.eof:
+        raise TracekitError(f"{path}: bad or truncated gzip (the compressed stream ends early)")
+    return out
+
+
+def read_head(path: str | Path, size: int = 65536) -> bytes:
+    """The first ``size`` bytes of a regular file, decompressed when it is gzip (b"" when unreadable)."""
+    with open_regular(path, "file") as fh:
+        raw = fh.read(size)
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        return zlib.decompressobj(wbits=31).decompress(raw, size)
+    except zlib.error:
+        return b""                      # the full reader names the problem
+
+
+# --- user regexes ---------------------------------------------------------------------------------
+
+_REPEATS = {sre_c.MAX_REPEAT, sre_c.MIN_REPEAT} | ({sre_c.POSSESSIVE_REPEAT} if hasattr(sre_c, "POSSESSIVE_REPEAT")
+                                                    else set())
+_BACKREFS = {sre_c.GROUPREF, sre_c.GROUPREF_EXISTS} | {getattr(sre_c, n) for n in
+                                                       ("GROUPREF_IGNORE", "GROUPREF_LOC_IGNORE", "GROUPREF_UNI_IGNORE")
+                                                       if hasattr(sre_c, n)}
+
+
+def _children(op, av) -> list:
+    """The sub-patterns directly inside one parsed item."""
+    if op in _REPEATS:
+        return [av[2]]
+    if op == sre_c.SUBPATTERN:
+        return [av[-1]]
+    if op == sre_c.BRANCH:
+        return list(av[1])
+    if op in (sre_c.ASSERT, sre_c.ASSERT_NOT):
+        return [av[1]]
+    if getattr(sre_c, "ATOMIC_GROUP", None) == op:
+        return [av]
+    return []
+
+
+def _unsafe(items, repeated: bool) -> str | None:
+    """Why a parsed pattern could backtrack without bound, or None. ``repeated``: inside a group that
+    repeats more than once, where any variable quantifier or alternation makes the split ambiguous."""
+    for op, av in items:
+        if op in _BACKREFS:
+            return "it uses a backreference"
+        inner = repeated
+        if op in _REPEATS:
+            if repeated and av[0] != av[1]:
+                return "it puts a quantifier inside a repeated group (like (a+)+ or (a?b)*)"
+            inner = repeated or av[1] > 1
+        if op == sre_c.BRANCH and repeated:
+            return "it repeats an alternation of more than single characters (like (ab|a)*)"
+        for sub in _children(op, av):
+            why = _unsafe(sub, inner)
+            if why:
+                return why
+    return None
+
+
+class UserRegex:
+    """A user's regex checked for catastrophic backtracking, matched against bounded text within a
+    time budget; ``search`` remembers each text's answer (names repeat)."""
+
+    def __init__(self, pattern: str, where: str):
+        self.pattern, self.where = pattern, where
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise TracekitError(f"{where}: regex is longer than {MAX_PATTERN_CHARS} characters")
+        try:
+            self.rx = re.compile(pattern)
+        except (re.error, OverflowError, RecursionError) as exc:
+            raise TracekitError(f"{where}: bad regex {pattern!r} ({exc})") from None
+        why = _unsafe(sre_parse.parse(pattern), False)
+        if why:
+            raise TracekitError(f"{where}: regex {pattern!r} is refused: {why}, which can take exponential time; "
+                                "see docs/limits.md")
+        self.budget = regex_seconds()
+        self._seen: dict[str, bool] = {}
+
+    def search(self, text: str) -> bool:
+        hit = self._seen.get(text)
+        if hit is None:
+            hit = self._seen[text] = self._timed(text[:MAX_MATCH_CHARS])
+        return hit
+
+    def _timed(self, text: str) -> bool:
+        if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+            return self.rx.search(text) is not None     # no timer off the main thread: the static rules hold
+        if self.budget <= 0:
+            raise self._slow()
+        old = signal.signal(signal.SIGALRM, _on_alarm)
+        old = signal.SIG_DFL if old is None else old
+        try:
+            signal.setitimer(signal.ITIMER_REAL, self.budget)
+            try:
+                return self.rx.search(text) is not None
+            finally:
+                self.budget = signal.setitimer(signal.ITIMER_REAL, 0)[0]
+        except _Timeout:
+            self.budget = 0.0
+            raise self._slow() from None
+        finally:
+            signal.signal(signal.SIGALRM, old)
+
+    def _slow(self) -> TracekitError:
+        return TracekitError(f"{self.where}: regex {self.pattern!r} spent more than {regex_seconds():g} s matching "
+                             "this input's names (backtracking): simplify it (see docs/limits.md) or raise "
+                             "TRACEKIT_REGEX_SECONDS")
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout()
