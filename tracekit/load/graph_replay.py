@@ -33,6 +33,7 @@ from tracekit.load.kineto import (
     read_json,
     trace_events,
 )
+from tracekit.load.fields import ID_KEYS, Notes, clean_op_args, number
 from tracekit.model.trace import Trace
 
 BEGIN_CAPTURE = re.compile(r"^(cuda|hip|cu)StreamBeginCapture")
@@ -40,8 +41,8 @@ END_CAPTURE = re.compile(r"^(cuda|hip|cu)StreamEndCapture")
 NODE_LAUNCH = re.compile(r"Launch|Memcpy|Memset")
 NOT_A_NODE = re.compile(r"GraphLaunch|HostFunc|LaunchHost|Memcpy(To|From)Symbol(?!Async)|Memcpy(2D|3D)?$"
                         r"|Memset(2D|3D)?$|MemcpyWithStream|GetCaptureInfo")
-CAPTURE_MARK = re.compile(r"^tracekit::graph_capture#(\d+)$")
-REPLAY_MARK = re.compile(r"^tracekit::graph_replay#(\d+)$")
+CAPTURE_MARK = re.compile(r"^tracekit::graph_capture#(\d{1,18})$")
+REPLAY_MARK = re.compile(r"^tracekit::graph_replay#(\d{1,18})$")
 OP_FIELDS = (("op_dims", "Input Dims"), ("op_types", "Input type"), ("op_strides", "Input Strides"),
              ("op_concrete", "Concrete Inputs"), ("kernel_file", "kernel_file"))
 
@@ -64,6 +65,27 @@ def _node_kind(launch_name: str) -> str | None:
     return "memcpy" if "Memcpy" in launch_name else "memset" if "Memset" in launch_name else "kernel"
 
 
+def _usable(events: list) -> list[dict]:
+    """The complete events graph mapping can read: a string name, a finite ts (dur ≥ 0, else 0), args an
+    object with scalar ids, a scalar tid; op shapes checked as the loader checks them. The rest is left
+    out: the loader has already refused any malformed event the kernel table needs."""
+    out, notes = [], Notes()
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X" or not isinstance(e.get("name"), str) \
+                or not isinstance(e.get("cat", ""), str):
+            continue
+        ts, dur, args, tid = number(e.get("ts")), number(e.get("dur", 0)), e.get("args"), e.get("tid")
+        if ts is None or (args is not None and not isinstance(args, dict)) or isinstance(tid, (list, dict)):
+            continue
+        if args and any(isinstance(args.get(k), (list, dict)) for k in ID_KEYS + ("kernel",)):
+            continue
+        e["ts"], e["dur"] = ts, dur if dur is not None and dur >= 0 else 0.0
+        if args:
+            clean_op_args(args, notes)
+        out.append(e)
+    return out
+
+
 def find_captures(events: list, source: str) -> list[Capture]:
     """Every capture window in one trace's events, with its nodes and their ops."""
     windows: list[tuple[dict, dict]] = []
@@ -72,8 +94,7 @@ def find_captures(events: list, source: str) -> list[Capture]:
     launches: list[dict] = []
     ops: dict = {}
     cpu_ops: list[dict] = []
-    for e in sorted((e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e),
-                    key=lambda e: float(e["ts"])):
+    for e in sorted(_usable(events), key=lambda e: e["ts"]):
         name, cat = e.get("name") or "", e.get("cat")
         if cat in LAUNCH_CATEGORIES:
             if BEGIN_CAPTURE.match(name):
@@ -111,10 +132,11 @@ def find_captures(events: list, source: str) -> list[Capture]:
 
 def _replay_ids(events: list) -> dict[int, int]:
     """graph-launch correlation → G of the enclosing tracekit::graph_replay#G range."""
-    marks = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and REPLAY_MARK.match(e.get("name") or "")]
+    events = _usable(events)
+    marks = [e for e in events if REPLAY_MARK.match(e["name"])]
     out = {}
     for e in events:
-        if not (isinstance(e, dict) and e.get("name") in GRAPH_LAUNCHES and e.get("cat") in LAUNCH_CATEGORIES):
+        if not (e["name"] in GRAPH_LAUNCHES and e.get("cat") in LAUNCH_CATEGORIES):
             continue
         t = float(e.get("ts", -1))
         for m in marks:

@@ -7,9 +7,7 @@ step markers. Durations are kept exactly as written (µs with sub-µs digits).
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from collections import defaultdict
 from pathlib import Path
 
@@ -19,11 +17,14 @@ import pandas as pd
 
 from tracekit import bundle
 from tracekit.errors import TracekitError
+from tracekit.limits import UserRegex, read_input
+from tracekit.load.fields import Notes, bad_event, check_common, check_time, clean_device_args, clean_op_args
 from tracekit.model.schema import KERNEL_COLUMNS, fill_missing
 from tracekit.model.trace import Step, Trace
 
 DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
                      "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
+MTIA_DEVICE = "mtia_ccp_events"         # MTIA device activity: counted and named in a warning, not read
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "mtia_runtime"}
 CPU_OP_CATEGORIES = {"cpu_op", "operator"}
 GRAPH_LAUNCHES = {"cudaGraphLaunch", "cudaGraphLaunch_v10000", "hipGraphLaunch", "cuGraphLaunch"}
@@ -65,17 +66,9 @@ def _bundle_trace(folder: Path, meta: dict) -> Path:
                         "no step ran after the warm-up?)")
 
 
-def read_json(path: Path) -> object:
-    """Bytes → JSON, un-gzipping when the file starts with the gzip magic."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise TracekitError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TracekitError(f"{path}: bad or truncated gzip ({exc})") from None
+def read_json(path: Path, what: str = "trace") -> object:
+    """Bytes → JSON, un-gzipping when the file starts with the gzip magic (within tracekit.limits)."""
+    raw = read_input(path, what)
     if not raw[:4096].strip() and not raw.strip():         # cheap test first: no copy of a big file
         raise TracekitError(f"{path}: file is empty")
     try:
@@ -96,31 +89,6 @@ def trace_events(doc: object, path: Path) -> tuple[list, dict]:
     return events, {k: v for k, v in doc.items() if k != "traceEvents"}
 
 
-def _bad_event(path: Path, index: int, what: str) -> TracekitError:
-    return TracekitError(f"{path}: event #{index} {what}")
-
-
-def _args(e: dict, path: Path, i: int) -> dict:
-    args = e.get("args")
-    if args is None:
-        return {}
-    if not isinstance(args, dict):
-        raise _bad_event(path, i, f"({e.get('name', '?')!r}) has 'args' that is not an object")
-    return args
-
-
-def _interval_fields(e: dict, path: Path, i: int) -> tuple[float, float]:
-    try:
-        ts, dur = float(e["ts"]), float(e["dur"])
-    except KeyError as exc:
-        raise _bad_event(path, i, f"({e.get('name', '?')!r}) has no {exc.args[0]!r} field") from None
-    except (TypeError, ValueError):
-        raise _bad_event(path, i, f"({e.get('name', '?')!r}) has a non-numeric ts/dur") from None
-    if dur < 0:
-        raise _bad_event(path, i, f"({e.get('name', '?')!r}) has a negative duration ({dur})")
-    return ts, dur
-
-
 def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
     """Load a trace file or bundle folder into a ``Trace`` (kernel table + steps), unclassified."""
     p = resolve_trace_path(path)
@@ -132,31 +100,40 @@ def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
     ops: dict[int, dict] = {}              # External id -> cpu op
     cpu_ops: list[dict] = []
     step_events: list[dict] = []
+    notes = Notes()
     get_kind = DEVICE_CATEGORIES.get
     for i, e in enumerate(events):
-        try:
-            if e.get("ph") != "X":
-                continue
-        except AttributeError:
-            raise _bad_event(p, i, "is not a JSON object") from None
+        if not isinstance(e, dict):
+            raise bad_event(p, i, "is not a JSON object")
         cat = e.get("cat")
+        if cat is not None and not isinstance(cat, str):
+            raise bad_event(p, i, f"has a 'cat' that is a {type(cat).__name__}, not a string")
         kind = get_kind(cat)
+        if e.get("ph") != "X":
+            if kind is not None:
+                notes.add(f"{{n}} device events ({cat}) whose ph is not 'X' (a complete event) were skipped: "
+                          "tracekit reads device activity from complete events only")
+            continue
         if kind is not None:
-            if "name" not in e:
-                raise _bad_event(p, i, f"({cat}) has no 'name' field")
-            _interval_fields(e, p, i)
-            _args(e, p, i)
+            check_time(e, p, i)
+            clean_device_args(check_common(e, p, i), kind, notes)
             device_rows.append((i, kind))
+        elif cat == MTIA_DEVICE:
+            notes.add("{n} MTIA device events (mtia_ccp_events) are not read: they mix compute (pe_exe), DMA and "
+                      "waits (event_wait) and name no launch, and tracekit has no model of them (HTA counts them)")
         elif cat in LAUNCH_CATEGORIES:
-            corr = _args(e, p, i).get("correlation")
+            corr = check_common(e, p, i).get("correlation")
             if corr is not None:
+                check_time(e, p, i, dur=False)
                 launches[corr] = e
         elif cat in CPU_OP_CATEGORIES:
-            _interval_fields(e, p, i)
-            ext = _args(e, p, i).get("External id")
+            args = check_common(e, p, i)
+            check_time(e, p, i)
+            clean_op_args(args, notes)
+            ext = args.get("External id")
             if ext is not None:
                 ops.setdefault(ext, e)
-            name = e.get("name") or ""
+            name = e["name"]
             if marker is not None and marker.search(name):
                 step_events.append(e)
             elif name.startswith("ProfilerStep#"):
@@ -167,18 +144,21 @@ def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
         elif cat == "user_annotation" or (marker is not None and cat == "python_function"):
             name = e.get("name")
             if isinstance(name, str) and (marker.search(name) if marker is not None else PROFILER_STEP.match(name)):
-                _interval_fields(e, p, i)
+                check_time(e, p, i)
                 step_events.append(e)
 
+    if not device_rows and not cpu_ops:
+        raise TracekitError(f"{p}: nothing to explain: no device kernels and no CPU ops among its {len(events)} "
+                            "events" + "".join(f"; {w}" for w in notes.warnings()))
     steps, step_rule = _steps(step_events, marker, step_marker)
-    props = meta.get("deviceProperties") or []
-    device_name = props[0].get("name") if props and isinstance(props[0], dict) else None
-    warnings: list[str] = []
+    props, device_name = _device_properties(meta, notes)
     if device_rows:
         table = _device_table(events, device_rows, launches, ops, cpu_ops)
     else:
         table = _cpu_table(cpu_ops)
         device_name = None
+    warnings = notes.warnings()
+    if not device_rows:
         warnings.append("no device kernels in this trace: rows are the top-level CPU ops")
     table = _assign_steps(table, steps)
     orphans = int(((table["launch"] == "") & (table["step"] < 0) & (table["kind"] != "cpu_op")).sum()) if steps else 0
@@ -190,13 +170,23 @@ def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
                  device_properties=props, metadata=meta, warnings=warnings, source_events=keep)
 
 
+def _device_properties(meta: dict, notes: Notes) -> tuple[list[dict], str | None]:
+    """deviceProperties as a list of objects, and the first one's name (None when absent or malformed)."""
+    props = meta.get("deviceProperties")
+    if props is None:
+        return [], None
+    if not isinstance(props, list):
+        notes.add(f"deviceProperties is a {type(props).__name__}, not a list: unknown device")
+        return [], None
+    kept = [d for d in props if isinstance(d, dict)]
+    name = kept[0].get("name") if kept else None
+    if len(kept) < len(props) or (kept and not isinstance(name, str)):
+        notes.add("{n} deviceProperties entries are malformed (not an object, or a name that is not a string)")
+    return kept, name if isinstance(name, str) else None
+
+
 def _compile_marker(step_marker: str | None):
-    if step_marker is None:
-        return None
-    try:
-        return re.compile(step_marker)
-    except re.error as exc:
-        raise TracekitError(f"--step-marker {step_marker!r} is not a valid regex ({exc})") from None
+    return None if step_marker is None else UserRegex(step_marker, "--step-marker")
 
 
 def _steps(step_events: list[dict], marker, marker_text: str | None) -> tuple[list[Step], str]:
@@ -273,7 +263,7 @@ def _innermost_ops(launches: list[dict], cpu_ops: list[dict]) -> list[dict | Non
     for k in np.lexsort((-durs, starts)).tolist():     # by start, the enclosing op first
         op = cpu_ops[k]
         by_thread.setdefault(op.get("tid"), []).append(op)
-    order = sorted(range(len(launches)), key=lambda k: (launches[k].get("tid") or 0, float(launches[k]["ts"])))
+    order = sorted(range(len(launches)), key=lambda k: (_tid_key(launches[k]), float(launches[k]["ts"])))
     found: list[dict | None] = [None] * len(launches)
     tid, stack, pos, thread_ops = object(), [], 0, []
     for k in order:
@@ -292,6 +282,12 @@ def _innermost_ops(launches: list[dict], cpu_ops: list[dict]) -> list[dict | Non
             stack.pop()
         found[k] = stack[-1] if stack else None
     return found
+
+
+def _tid_key(e: dict) -> tuple:
+    """A sort key grouping events by thread whatever the tid's type (int and str tids may mix)."""
+    tid = e.get("tid")
+    return (type(tid).__name__, tid if tid is not None else 0)
 
 
 def _op_columns(cols: dict[str, list], source: str) -> None:

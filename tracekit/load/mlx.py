@@ -17,10 +17,13 @@ import orjson
 import pandas as pd
 
 from tracekit.errors import TracekitError
+from tracekit.limits import read_input
+from tracekit.load.fields import mlx_sidecar
 from tracekit.model.schema import KERNEL_COLUMNS, fill_missing
 from tracekit.model.trace import Trace
 from tracekit.ops.mlx import ATEN, COMPILED, VIEWS, fused_parts
 
+PYDOT_MAX_CHARS = 1 << 20              # dot text in another layout than MLX's (docs/limits.md)
 NOT_KERNELS = VIEWS | {"Load"}          # Load reads a file (mx.load), no device work
 
 REDUCE_LABELS = {"Sum", "Prod", "Max", "Min", "And", "Or"}         # the dot's names for Reduce
@@ -95,6 +98,9 @@ def _pydot_statements(text: str, where: str) -> tuple[list, list]:
     """Node and edge statements of dot text in any layout, subgraphs included (pydot)."""
     import pydot
 
+    if len(text) > PYDOT_MAX_CHARS:         # pydot parses ~100 KB a second: bounded, not a stall
+        raise TracekitError(f"{where}: dot text not in mx.export_to_dot's layout is read with pydot, up to "
+                            f"{PYDOT_MAX_CHARS >> 10} KiB; this one is {len(text) >> 10} KiB")
     try:
         graph = (pydot.graph_from_dot_data(text) or [None])[0]
     except Exception:   # noqa: BLE001 - pydot raises bare parser exceptions
@@ -136,7 +142,7 @@ def _build(nodes: list, edges: list, where: str) -> DotGraph:
 
 def read_dot(path: str | Path) -> DotGraph:
     try:
-        return parse_dot(Path(path).read_text(errors="replace"), str(path))
+        return parse_dot(read_input(path, "dot graph", gunzip=False).decode(errors="replace"), str(path))
     except OSError as exc:
         raise TracekitError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
@@ -271,10 +277,10 @@ def _read_json(path: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
+        data = orjson.loads(read_input(path, "JSON file", gunzip=False))
+    except orjson.JSONDecodeError as exc:
         raise TracekitError(f"{path}: unreadable JSON ({exc})") from None
-    return data if isinstance(data, dict) else None
+    return mlx_sidecar(data, path) if isinstance(data, dict) else None
 
 
 def load_dot(path: Path, meta: dict | None = None) -> Trace:
@@ -303,7 +309,7 @@ def load_mlx(path: str | Path) -> list[Trace]:
     p = Path(path)
     if not p.exists():
         raise TracekitError(f"{p}: no such file or folder")
-    if p.is_file():
+    if not p.is_dir():                  # a file, or something that is not one (refused by the reader)
         return [load_dot(p)]
     meta = _read_json(p / "meta.json")
     folder = p / "graphs" if (p / "graphs").is_dir() else p
