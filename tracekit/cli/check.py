@@ -35,10 +35,14 @@ def register(app: typer.Typer) -> None:
         step_marker: Optional[str] = StepMarker,
         device: Optional[str] = DeviceOpt,
         spec: Optional[str] = SpecOpt,
+        allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch",
+                                                   help="Compare with a baseline from another device (a warning, "
+                                                        "not an error)"),
     ) -> None:
         """Check a trace against rules and/or a baseline; exit 1 when a rule or the baseline fails."""
         from tracekit.gate.check import run_check, to_github, to_junit, to_text
-        doc = run_check(trace, baseline, rules, tolerance, skip_steps, step_marker, device, spec)
+        doc = run_check(trace, baseline, rules, tolerance, skip_steps, step_marker, device, spec,
+                        allow_device_mismatch=allow_device_mismatch)
         if format is CheckFormat.json:
             sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
         else:

@@ -34,6 +34,9 @@ def register(app: typer.Typer) -> None:
         step_marker: Optional[str] = StepMarker,
         device: Optional[str] = DeviceOpt,
         spec: Optional[str] = SpecOpt,
+        allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch",
+                                                   help="Compare traces from different devices (a warning, "
+                                                        "not an error)"),
     ) -> None:
         """Line up two traces step by step: kernels, time, floors, fused ops gained or lost."""
         from tracekit.gate.baseline import load_side, parse_tolerance, warn
@@ -43,7 +46,7 @@ def register(app: typer.Typer) -> None:
         sa = load_side(a, step_marker, device, spec, skip_steps)
         sb = load_side(b, step_marker, device, spec, skip_steps)
         warn(sa), warn(sb)
-        doc = compare(sa, sb, tol)
+        doc = compare(sa, sb, tol, allow_device_mismatch=allow_device_mismatch)
         if format is DiffFormat.json:
             sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         elif format is DiffFormat.markdown:

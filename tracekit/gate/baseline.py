@@ -8,16 +8,15 @@ the median step (headline numbers, categories) and the mean per step (kernel nam
 
 from __future__ import annotations
 
-import gzip
+import math
 import sys
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from tracekit.errors import TracekitError
+from tracekit.errors import TracekitError, one_line
 from tracekit.ops import lookup
 from tracekit.report.fmt import short_name  # noqa: F401  (check, diff and rules name kernels with it)
 
@@ -108,14 +107,8 @@ class Side:
 
 
 def _open_head(path: Path, size: int = 65536) -> bytes:
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(2)
-        opener = gzip.open if raw == b"\x1f\x8b" else open
-        with opener(path, "rb") as fh:
-            return fh.read(size)
-    except (OSError, EOFError, zlib.error):
-        return b""              # let the full reader report it
+    from tracekit.limits import read_head        # a FIFO or a device is refused here, not read
+    return read_head(path, size)
 
 
 def _explain_doc(path: Path) -> dict | None:
@@ -140,6 +133,10 @@ def _from_explain(path: Path, doc: dict) -> tuple[pd.DataFrame, pd.DataFrame, di
     steps, kernels, summary = doc.get("steps"), doc.get("kernels"), doc.get("summary")
     if not isinstance(steps, list) or not isinstance(kernels, list) or not isinstance(summary, dict):
         raise TracekitError(f"{path}: explain JSON: steps/kernels must be lists and summary an object")
+    if not steps:
+        raise TracekitError(f"{path}: explain JSON holds no steps: nothing to compare")
+    _check_rows(path, "steps", steps, STEP_FIELDS[2:], ("name",), ops=False)
+    _check_rows(path, "kernels", kernels, ["dur_us", "floor_us", "gap"], ("name", "category", "op", "kind"))
     try:
         st = pd.DataFrame(steps, columns=STEP_FIELDS)
         kt = pd.DataFrame(kernels, columns=KERNEL_FIELDS)
@@ -151,6 +148,24 @@ def _from_explain(path: Path, doc: dict) -> tuple[pd.DataFrame, pd.DataFrame, di
     kt["fused_ops"] = [f if isinstance(f, list) else [] for f in kt["fused_ops"]]
     dev = doc.get("device") if isinstance(doc.get("device"), dict) else {}
     return st, kt, {"device": dev.get("name"), "spec": dev.get("spec"), "step_rule": summary.get("step_rule", "?")}
+
+
+def _check_rows(path: Path, what: str, rows: list, numbers: list[str], texts: tuple, ops: bool = True) -> None:
+    """Explain JSON rows fail closed: numbers finite (or null), names strings, fused_ops a list of strings."""
+    for k, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise TracekitError(f"{path}: explain JSON: {what}[{k}] is not an object")
+        for f in numbers:
+            v = row.get(f)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                raise TracekitError(f"{path}: explain JSON: {what}[{k}].{f} is {str(v)[:40]!r}, not a finite number")
+        for f in texts:
+            v = row.get(f)
+            if v is not None and not isinstance(v, str):
+                raise TracekitError(f"{path}: explain JSON: {what}[{k}].{f} is a {type(v).__name__}, not a string")
+        fused = row.get("fused_ops") if ops else None
+        if fused is not None and not (isinstance(fused, list) and all(isinstance(o, str) for o in fused)):
+            raise TracekitError(f"{path}: explain JSON: {what}[{k}].fused_ops is not a list of op names")
 
 
 def load_side(path: str | Path, step_marker: str | None = None, device: str | None = None,
@@ -198,7 +213,7 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
 
 def warn(side: Side) -> None:
     for w in side.warnings:
-        print(f"tracekit: warning: {w}", file=sys.stderr)
+        print(f"tracekit: warning: {one_line(w, 500)}", file=sys.stderr)
 
 
 def fmt_num(x: float | None, digits: int = 1) -> str:

@@ -6,6 +6,7 @@ annotations). Unreadable input or an invalid rules file raises TracekitError (ex
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from tracekit.errors import TracekitError
@@ -22,8 +23,9 @@ from tracekit.gate.rules import (
 
 def run_check(trace: str, baseline: str | None = None, rules_path: str | None = None,
               tolerance: str | None = None, skip_steps: int | None = None, step_marker: str | None = None,
-              device: str | None = None, spec: str | None = None) -> dict:
-    """Load everything, evaluate every rule; the ``--format json`` document."""
+              device: str | None = None, spec: str | None = None, allow_device_mismatch: bool = False) -> dict:
+    """Load everything, evaluate every rule; the ``--format json`` document. A baseline from another
+    device than the trace is an error unless ``allow_device_mismatch`` (then a warning)."""
     if not baseline and not rules_path:
         raise TracekitError("check needs --baseline, --rules or both")
     rules: Rules | None = load_rules(rules_path) if rules_path else None
@@ -40,7 +42,10 @@ def run_check(trace: str, baseline: str | None = None, rules_path: str | None = 
         base = load_side(baseline, step_marker, device, spec, skip)
         warn(base)
         settings = baseline_settings(rules, tol)
-        results += evaluate_baseline(compare(base, side, settings["tol"]), settings)
+        results += evaluate_baseline(compare(base, side, settings["tol"], allow_device_mismatch), settings)
+    if not results:
+        raise TracekitError("nothing was checked: the rules and baseline settings ask for no rule "
+                            "(a gate that checks nothing would pass anything)")
     failed = sum(not r.ok for r in results)
     return {"trace": side.path, "baseline": baseline, "rules": rules.path if rules else None,
             "steps": len(side.steps), "skipped_steps": skip, "ok": failed == 0,
@@ -57,18 +62,29 @@ def to_text(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# characters XML 1.0 cannot hold at all (not even escaped): C0 controls but tab/newline/CR, surrogates,
+# U+FFFE/U+FFFF; trace text (kernel names) may carry any of them
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _x(text) -> str:
+    """Text safe in an XML attribute or element: characters XML cannot hold written as \\xNN / \\uNNNN."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}",
+                        str(text))
+
+
 def to_junit(doc: dict) -> str:
     n, f = str(len(doc["results"])), str(doc["failed"])
     suites = ET.Element("testsuites", name="tracekit check", tests=n, failures=f, errors="0")
-    suite = ET.SubElement(suites, "testsuite", name=f"tracekit check {doc['trace']}", tests=n, failures=f,
+    suite = ET.SubElement(suites, "testsuite", name=_x(f"tracekit check {doc['trace']}"), tests=n, failures=f,
                           errors="0", skipped="0")
     group = "tracekit.gate.check." + (doc["rules"] or "baseline").replace("/", ".").removesuffix(".toml")
     for r in doc["results"]:
-        case = ET.SubElement(suite, "testcase", classname=group, name=r["rule"])
+        case = ET.SubElement(suite, "testcase", classname=_x(group), name=_x(r["rule"]))
         if not r["ok"]:
-            fail = ET.SubElement(case, "failure", message=r["message"], type="RuleFailed")
-            fail.text = "\n".join([f"expected: {r['expected']}", f"found: {r['found']}"]
-                                  + [f"kernel: {k}" for k in r["kernels"]])
+            fail = ET.SubElement(case, "failure", message=_x(r["message"]), type="RuleFailed")
+            fail.text = _x("\n".join([f"expected: {r['expected']}", f"found: {r['found']}"]
+                                     + [f"kernel: {k}" for k in r["kernels"]]))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 

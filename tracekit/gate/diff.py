@@ -8,8 +8,11 @@ which lines up the same work compiled or scheduled differently (``cutlass`` vs `
 
 from __future__ import annotations
 
+import sys
+
 import pandas as pd
 
+from tracekit.errors import TracekitError, one_line
 from tracekit.gate.baseline import Side, fmt_num, short_name
 
 EPS = 1e-9
@@ -98,8 +101,27 @@ def _fusions(a: Side, b: Side) -> dict:
     return out
 
 
-def compare(a: Side, b: Side, tol: dict) -> dict:
-    """Everything diff reports, as plain data (the ``--format json`` document)."""
+def device_check(a: Side, b: Side, allow_device_mismatch: bool = False) -> str | None:
+    """A line when A and B name different devices (TracekitError unless ``allow_device_mismatch``), or
+    when only one names its device; None when they agree."""
+    da, db = (s.device.strip() if isinstance(s.device, str) and s.device.strip() else None for s in (a, b))
+    if da is None and db is None or (da and db and da.casefold() == db.casefold()):
+        return None
+    if da and db:
+        line = f"{a.path} ran on {da[:80]!r} and {b.path} on {db[:80]!r}: kernel times are not comparable"
+        if not allow_device_mismatch:
+            raise TracekitError(line + " (pass --allow-device-mismatch to compare them anyway)")
+        return line
+    named, path = (da, b.path) if da else (db, a.path)
+    return f"{path} names no device (the other side ran on {named[:80]!r}): cannot tell whether both ran on it"
+
+
+def compare(a: Side, b: Side, tol: dict, allow_device_mismatch: bool = False) -> dict:
+    """Everything diff reports, as plain data (the ``--format json`` document). Sides from different
+    devices are an error unless ``allow_device_mismatch`` (then a warning, as is an unnamed device)."""
+    mismatch = device_check(a, b, allow_device_mismatch)
+    if mismatch:
+        print(f"tracekit: warning: {one_line(mismatch, 500)}", file=sys.stderr)
     per_step = {k: _delta(a.median(k), b.median(k)) for k, _ in PER_STEP}
     ca, cb = a.median_by("category"), b.median_by("category")
     cats = []
@@ -112,7 +134,8 @@ def compare(a: Side, b: Side, tol: dict) -> dict:
                      "us_a": ua, "us_b": ub, "us_delta": ub - ua})
     doc = {"a": side_info(a), "b": side_info(b), "per_step": per_step, "by_category": cats,
            "kernels": _by_name(a, b, tol["time"]), "fused_ops": _fusions(a, b), "tolerance": tol,
-           "measured": "median step for per_step and by_category; mean per step for kernels and fused_ops"}
+           "measured": "median step for per_step and by_category; mean per step for kernels and fused_ops",
+           "device_warning": mismatch}
     doc["regressions"] = regressions(doc, tol)
     return doc
 

@@ -6,7 +6,7 @@ docs/check.md; an unknown key, a wrong type or a bad regex is an unusable rules 
 
 from __future__ import annotations
 
-import re
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from tracekit.classify.categories import CATEGORIES
 from tracekit.errors import TracekitError
+from tracekit.limits import MAX_SMALL_FILE, UserRegex, read_input
 from tracekit.gate.baseline import (
     DEFAULT_TOLERANCE,
     Side,
@@ -28,6 +29,7 @@ from tracekit.gate.baseline import (
 )
 
 FORBID_FIELDS = ("name", "op", "category", "kind")
+RULE_KEYS = ("kernels_per_step", "must_fuse", "forbid", "max_gap", "max_idle_fraction", "baseline")
 FORBID_SCOPES = ("steps", "all")
 
 
@@ -77,6 +79,8 @@ class _Checker:
             ok_type = isinstance(v, int) if integer else isinstance(v, (int, float))
             if isinstance(v, bool) or not ok_type:
                 raise self.fail(where, f"must be {'an integer' if integer else 'a number'}, not {v!r}")
+            if not math.isfinite(v):            # nan passes every comparison; inf disables the rule
+                raise self.fail(where, f"must be a finite number, not {v!r}")
             if v < lo or (above and v == lo) or (hi is not None and v > hi):
                 rng = f"{'>' if above else '≥'} {lo}" + (f" and ≤ {hi}" if hi is not None else "")
                 raise self.fail(where, f"must be {rng}, not {v}")
@@ -89,10 +93,7 @@ class _Checker:
             if choices and v not in choices:
                 raise self.fail(where, f"must be one of {', '.join(choices)}, not {v!r}")
             if regex:
-                try:
-                    re.compile(v)
-                except re.error as exc:
-                    raise self.fail(where, f"bad regex {v!r} ({exc})") from None
+                UserRegex(v, f"{self.path}: {where}")      # invalid, or able to backtrack without bound
         return check
 
     def boolean(self, v, where):
@@ -123,10 +124,9 @@ class _Checker:
 def load_rules(path: str | Path) -> Rules:
     """Parse and validate a rules file; any problem is a TracekitError naming the file."""
     p = Path(path)
+    raw = read_input(p, "rules file", limit=MAX_SMALL_FILE, gunzip=False)
     try:
-        doc = tomllib.loads(p.read_text())
-    except OSError as exc:
-        raise TracekitError(f"{p}: cannot read rules file ({exc.strerror or exc})") from None
+        doc = tomllib.loads(raw.decode())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise TracekitError(f"{p}: invalid TOML ({exc})") from None
     c = _Checker(str(p))
@@ -146,10 +146,21 @@ def load_rules(path: str | Path) -> Rules:
             "path": c.string(), "max_time_ratio": c.num(0.0, above=True), "tolerance": c.num(),
             "kernels_tolerance": c.num(), "kernels": c.boolean, "fused": c.boolean, "time": c.boolean}),
     })
+    if not _has_rule(doc):
+        raise TracekitError(f"{p}: the rules file defines no rule (expected one of {', '.join(RULE_KEYS)}): "
+                            "an empty gate would pass anything")
     base = dict(doc.get("baseline", {}))
     if "path" in base:
         base["path"] = str((p.parent / base["path"]))
     return Rules(path=str(p), doc=doc, skip_steps=int(doc.get("skip_steps", 0)), baseline=base)
+
+
+def _has_rule(doc: dict) -> bool:
+    """Whether a (validated) rules document asks for at least one check."""
+    kps, base = doc.get("kernels_per_step", {}), doc.get("baseline")
+    return bool("max" in kps or "min" in kps or kps.get("max_by_category") or doc.get("must_fuse")
+                or doc.get("forbid") or doc.get("max_gap") or "max_idle_fraction" in doc
+                or (base is not None and any(base.get(k, True) for k in ("kernels", "fused", "time"))))
 
 
 def _step_name(side: Side, step: int) -> str:
@@ -236,9 +247,9 @@ def _must_fuse(side: Side, item: dict) -> Result:
 
 def _forbid(side: Side, item: dict) -> Result:
     fld, scope = item.get("field", "name"), item.get("scope", "steps")
-    rx = re.compile(item["pattern"])
+    rx = UserRegex(item["pattern"], f"forbid pattern {item['pattern']!r}")
     k = side.in_steps if scope == "steps" else side.kernels
-    hit = k[_mask(k, [bool(rx.search(v)) if isinstance(v, str) else False for v in k[fld]])]
+    hit = k[_mask(k, [rx.search(v) if isinstance(v, str) else False for v in k[fld]])]
     label = item.get("label") or item["pattern"]
     where = "inside steps" if scope == "steps" else "anywhere"
     found = f"{len(hit)} kernel(s)" + (f" in {hit['step'].nunique()} step(s)" if len(hit) and scope == "steps" else "")
