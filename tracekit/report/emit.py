@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from tracekit.errors import one_line
 from tracekit.model.trace import Trace
 from tracekit.report.document import to_csv, to_json
 from tracekit.report.table import print_tables
@@ -13,7 +14,7 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False) -> 
     """Write one format to stdout; warnings go to stderr."""
     for t in traces:
         for w in t.warnings:
-            print(f"tracekit: warning: {w}", file=sys.stderr)
+            print(f"tracekit: warning: {one_line(w, 500)}", file=sys.stderr)     # trace text: one bounded line
     if fmt == "json":
         sys.stdout.buffer.write(to_json(traces) + b"\n")
     elif fmt == "csv":

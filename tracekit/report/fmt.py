@@ -19,6 +19,12 @@ def short_name(name: str, width: int = 72) -> str:
             if depth == 0:
                 s = s[:i].rstrip() or s
                 break
+    return clip(s, width)
+
+
+def clip(text, width: int = 120) -> str:
+    """Trace text for one display line: control characters as spaces, at most ``width`` characters."""
+    s = "".join(" " if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in str(text)[: width + 1])
     return s if len(s) <= width else s[: width - 1] + "…"
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from tracekit.model.trace import Trace
 from tracekit.report.document import step_table
-from tracekit.report.fmt import _shapes, fmt_count, fmt_gap, fmt_us, short_name
+from tracekit.report.fmt import _shapes, clip, fmt_count, fmt_gap, fmt_us, short_name
 from tracekit.report.fusion_view import print_fusion
 
 
@@ -37,15 +38,17 @@ def kernel_groups(trace: Trace) -> pd.DataFrame:
 
 def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False) -> None:
     probe = Console()
-    console = Console(width=probe.width if probe.is_terminal else 200)   # pipes and files get room for every column
+    # pipes and files get room for every column; trace text is never markup ("[/]" in a kernel name) and
+    # is not highlighted (rich's highlighter is quadratic in a long name), here and in the fusion view
+    console = Console(width=probe.width if probe.is_terminal else 200, markup=False, highlight=False)
     for gi, trace in enumerate(traces):
         spec = trace.spec
         title = f"graph {gi}: " if len(traces) > 1 else ""
-        console.print(f"[bold]{title}{trace.path}[/bold]")
-        console.print(f"device: {trace.device_name or 'none named'}   spec: "
-                      f"{f'{spec.id} ({spec.name})' if spec else 'none: no floors'}")
+        console.print(Text(clip(f"{title}{trace.path}", 500), style="bold"))
+        console.print(f"device: {clip(trace.device_name or 'none named')}   spec: "
+                      f"{clip(f'{spec.id} ({spec.name})') if spec else 'none: no floors'}")
         timed = trace.kernels["dur_us"].notna().any()
-        console.print(f"steps: {len(trace.steps) or 1} (rule: {trace.step_rule})   measured: "
+        console.print(f"steps: {len(trace.steps) or 1} (rule: {clip(trace.step_rule)})   measured: "
                       + ("per-kernel device time as recorded by the profiler" if timed else
                          "nothing: a graph without timings (counts, FLOPs, bytes and floors only)"))
         steps = step_table(trace)
@@ -66,7 +69,8 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False) -> No
         for col in ("dtype", "count", "time", "FLOPs", "bytes", "floor", "bound", "gap"):
             kt.add_column(col, justify="left" if col == "dtype" else "right", no_wrap=True)
         for r in groups.head(top).itertuples():
-            kt.add_row(short_name(r.name, 70), r.category, r.op_name.removeprefix("aten::"), r.shapes, r.dtype_s, f"{r.count:g}", fmt_us(r.dur_us),
+            kt.add_row(short_name(r.name, 70), str(r.category), clip(r.op_name.removeprefix("aten::")), clip(r.shapes),
+                       clip(r.dtype_s), f"{r.count:g}", fmt_us(r.dur_us),
                        fmt_count(r.flops if r.flops else float("nan")), fmt_count(r.bytes if r.bytes else float("nan")),
                        fmt_us(r.floor_us if r.floor_us else float("nan")), r.bound_s, fmt_gap(r.gap))
         console.print(kt)
