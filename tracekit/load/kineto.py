@@ -299,6 +299,7 @@ def _op_columns(cols: dict[str, list], source: str) -> None:
         cols[col] = [(op.get("args") or {}).get(key) if op else None for op in ops]
     cols["op_source"] = [source if op else "" for op in ops]
     cols["op_id"] = [id(op) if op else -1 for op in ops]
+    cols["op_rf_id"] = [_as_int((op.get("args") or {}).get("Record function id"), -1) if op else -1 for op in ops]
     cols["op"] = [op["name"] if op else None for op in ops]
 
 

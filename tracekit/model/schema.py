@@ -44,6 +44,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("op_source", "str", "load", 'how op was found: "external_id", "graph_capture", "self", "mlx_graph" or ""'),
     Column("kernel_file", "str", "load", "Inductor kernel source path the op names (args kernel_file) or None"),
     Column("op_id", "int", "load", "identity of the launching op call (kernels of one call share it; -1 none)"),
+    Column("op_rf_id", "int", "load", "the launching op's Record function id: the execution trace's rf_id of that "
+           "call (fusion.exact joins on it; -1 none)"),
     Column("event_bytes", "float", "load", "bytes the trace itself gives a memcpy/memset (NaN for kernels)"),
     Column("fused_ops", "object", "fusion", "list of lowercase aten-style op names the kernel performs"),
     Column("io", "object", "fusion", "ops.IO: tensors the row's op call reads and writes, or None"),
