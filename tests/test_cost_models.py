@@ -51,14 +51,24 @@ def test_floor_is_max_of_compute_and_memory_on_h200():
     assert memory_us > compute_us          # B = 128 is memory-bound on an H200
 
 
-def test_causal_attention_halves_flops():
+def test_causal_attention_counts_the_pairs_the_mask_keeps():
+    """is_causal keeps query i's keys 0..i: 512·513/2 = 131,328 of 512² pairs, not exactly half."""
     dims = [[2, 8, 512, 64]] * 3 + [[], [], []]
     types = [BF16] * 3 + ["Scalar"] * 3
     full = cost_of(OpCall("aten::_scaled_dot_product_flash_attention", dims, types, concrete=["", "", "", "0.", "False", "False"]))
     causal = cost_of(OpCall("aten::_scaled_dot_product_flash_attention", dims, types, concrete=["", "", "", "0.", "True", "False"]))
     assert full.flops == 4 * 2 * 8 * 512 * 512 * 64
-    assert causal.flops == full.flops / 2
-    assert full.bytes == 4 * 2 * (2 * 8 * 512 * 64)
+    assert causal.flops == 2 * (2 * 8) * (512 * 513 // 2) * (64 + 64) == 537_919_488
+    # q, k, v read, out written (bf16), + the fp32 log-sum-exp [2·8, 512] flash writes for backward
+    assert full.bytes == 4 * 2 * (2 * 8 * 512 * 64) + 4 * 2 * 8 * 512
+
+
+def test_causal_pairs_for_non_square_masks():
+    """Decode-shaped causal attention (1 query, 512 keys): PyTorch's is_causal aligns top-left (the
+    query sees key 0: 1 pair); the efficient kernel's mask type 2 aligns bottom-right (all 512)."""
+    from tracekit.ops.attention import pairs
+    assert pairs(1, 512, "top_left") == 1 and pairs(1, 512, "bottom_right") == 512
+    assert pairs(4, 8, "bottom_right") == 5 + 6 + 7 + 8 and pairs(8, 4, "top_left") == 1 + 2 + 3 + 4 * 5
 
 
 def test_conv2d_flops_from_recorded_stride_and_padding():

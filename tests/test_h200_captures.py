@@ -87,12 +87,13 @@ def test_seed_max_autotune_replays_a_cuda_graph():
     assert fused["name"] == "triton_tem_fused_addmm_relu_t_0" and fused["graph"] is True
 
 
-def test_transformer_block_is_costed_and_causal_attention_halves():
+def test_transformer_block_is_costed_and_causal_attention_keeps_half_the_pairs():
     doc = explain_json(H200 / "block_eager.json.gz")
     assert doc["summary"]["costed_time_pct"] >= 90
     att = [k for k in step_kernels(doc) if k["category"] == "attention"]
     assert len(att) == 1 and att[0]["op"] == "aten::_cudnn_attention_forward"
-    assert att[0]["flops"] == 4 * 4 * 16 * 512 * 512 * 64 / 2
+    # B=4, H=16, S=512, D=64 causal: query i sees keys 0..i, 512·513/2 pairs; 2·B·H·pairs·(D + Dv)
+    assert att[0]["flops"] == 2 * 4 * 16 * (512 * 513 // 2) * (64 + 64) == 2_151_677_952
     cats = {k["category"] for k in step_kernels(doc)}
     assert {"gemm", "attention", "norm", "elementwise"} <= cats
 

@@ -14,8 +14,8 @@ from tracekit.ops.tensors import OpCall, Tensor, need
 
 # where stride/padding/dilation/transposed/groups/bias sit in each op's arguments
 LAYOUTS = {
-    "aten::convolution": dict(stride=3, padding=4, dilation=5, transposed=6, groups=8, bias=2),
-    "aten::_convolution": dict(stride=3, padding=4, dilation=5, transposed=6, groups=8, bias=2),
+    "aten::convolution": dict(stride=3, padding=4, dilation=5, transposed=6, output_padding=7, groups=8, bias=2),
+    "aten::_convolution": dict(stride=3, padding=4, dilation=5, transposed=6, output_padding=7, groups=8, bias=2),
     "aten::conv1d": dict(stride=3, padding=4, dilation=5, groups=6, bias=2),
     "aten::conv2d": dict(stride=3, padding=4, dilation=5, groups=6, bias=2),
     "aten::conv3d": dict(stride=3, padding=4, dilation=5, groups=6, bias=2),
@@ -47,8 +47,9 @@ def conv_shapes(call: OpCall):
     n, kernel = x.shape[0], w.shape[2:]
     if transposed:
         cout = w.shape[1] * groups
-        spatial = [(i - 1) * s - 2 * p + d * (k - 1) + 1
-                   for i, s, p, d, k in zip(x.shape[2:], stride, padding, dilation, kernel)]
+        extra = _tuple(call.value(at["output_padding"]), rank, 0) if "output_padding" in at else [0] * rank
+        spatial = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1
+                   for i, s, p, d, k, op in zip(x.shape[2:], stride, padding, dilation, kernel, extra)]
         flops = 2.0 * n * math.prod(x.shape[1:]) * w.shape[1] * math.prod(kernel)
     else:
         cout = w.shape[0]

@@ -9,7 +9,7 @@ one per result element per op (addcmul-style ops: two); these ops are memory-bou
 from __future__ import annotations
 
 from tracekit.ops.table import IO, OpFamily, aten, register
-from tracekit.ops.tensors import OpCall, Tensor, broadcast, result_dtype
+from tracekit.ops.tensors import FLOAT_DTYPES, OpCall, Tensor, broadcast, result_dtype
 
 UNARY = ("relu gelu silu sigmoid tanh exp exp2 expm1 log log1p log2 log10 neg abs sqrt rsqrt reciprocal sin "
          "cos erf erfinv hardswish hardsigmoid hardtanh leaky_relu elu selu celu softplus mish clamp clamp_min "
@@ -46,7 +46,22 @@ def elementwise_io(call: OpCall, out_dtype: tuple[str, int] | None = None, arity
         return IO(tuple(inputs), (inputs[0],))
     base = result_dtype(inputs)
     dtype, size = out_dtype or (base.dtype, base.itemsize)
-    return IO(tuple(inputs), (Tensor(broadcast(*(t.shape for t in inputs)), dtype, size),))
+    if out_dtype is None and base.dtype not in FLOAT_DTYPES and _makes_float(call, inputs):
+        dtype, size = "fp32", 4                    # integers with a Python float, or true division
+    result = Tensor(broadcast(*(t.shape for t in inputs)), dtype, size)
+    if call.name == "aten::native_dropout" and call.value(2) is not False:
+        return IO(tuple(inputs), (result, Tensor(result.shape, "bool", 1)))     # the mask backward reads
+    return IO(tuple(inputs), (result,))
+
+
+def _makes_float(call: OpCall, inputs: list[Tensor]) -> bool:
+    """An integer elementwise op whose result PyTorch makes float (the default dtype, fp32): a Python
+    float (a 0-dim double, or a float Scalar) takes part, or it is true division."""
+    if call.name in ("aten::div", "aten::true_divide") and not isinstance(call.value(2), str):
+        return True
+    if any(t.dtype == "fp64" and not t.shape for t in inputs):
+        return True
+    return any(call.types[i] == "Scalar" and isinstance(call.value(i), float) for i in range(len(call.types)))
 
 
 def _per_element(n: int):

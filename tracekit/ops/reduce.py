@@ -1,7 +1,7 @@
 """Norms, softmax and reductions: every tensor input read once, results written once.
 
-Norm forward writes y (shaped like x) and, for the ``native_`` variants, mean and rstd in fp32 per
-normalised row; ~8 FLOPs/element. Softmax writes its result (fp32 when ``half_to_float``); 5
+Norm forward writes y (shaped like x) and the fp32 statistics backward reads (``_stats``);
+~8 FLOPs/element. Softmax writes its result (fp32 when ``half_to_float``); 5
 FLOPs/element. A reduction writes the reduced result (its size from the recorded dims; int64 for
 argmax/argmin); one FLOP per input element.
 """
@@ -23,13 +23,35 @@ REDUCTIONS = ("sum mean amax amin max min argmax argmin prod var std any all nor
               "logsumexp nansum var_mean std_mean count_nonzero").split()
 
 
+def _stats(call: OpCall, x: Tensor) -> list[Tensor]:
+    """The fp32 statistics a forward norm writes for backward: mean and rstd per normalised row
+    (layer norm: numel / prod(normalized_shape) rows; group norm: [N, groups]; RMS norm: rstd only),
+    batch norm in training: save_mean and save_invstd [C] and the running stats it updates."""
+    name = call.name
+    if name == "aten::native_layer_norm":
+        shape = call.value(1)
+        inner = math.prod(shape) if isinstance(shape, list) and shape else x.shape[-1]
+        rows = x.numel // inner
+        return [Tensor((rows,), "fp32", 4)] * 2
+    if name == "aten::_fused_rms_norm":
+        shape = call.value(1)
+        inner = math.prod(shape) if isinstance(shape, list) and shape else x.shape[-1]
+        return [Tensor((x.numel // inner,), "fp32", 4)]
+    if name == "aten::native_group_norm":
+        n, groups = call.value(3), call.value(6)
+        if not isinstance(n, int) or not isinstance(groups, int):
+            raise ValueError("N and groups")
+        return [Tensor((n, groups), "fp32", 4)] * 2
+    if name in ("aten::native_batch_norm", "aten::_native_batch_norm_legit", "aten::cudnn_batch_norm",
+                "aten::miopen_batch_norm") and call.value(5) is not False:
+        running = [t for t in (call.tensor(3), call.tensor(4)) if t is not None]
+        return [Tensor((x.shape[1],), "fp32", 4)] * 2 + running
+    return []
+
+
 def _norm_io(call: OpCall) -> IO:
     x = need(call.tensor(0), "input")
-    writes = [x]
-    if call.name.startswith("aten::native_"):                    # mean and rstd, fp32, one per row
-        rows = math.prod(x.shape[:-1]) if "layer" in call.name else x.shape[0]
-        writes += [Tensor((rows,), "fp32", 4), Tensor((rows,), "fp32", 4)]
-    return IO(tuple(call.tensors()), tuple(writes))
+    return IO(tuple(call.tensors()), (x, *_stats(call, x)))
 
 
 # (grad_out, input, weight, bias, output_mask) positions in each backward's signature; None: absent
@@ -52,7 +74,7 @@ def _norm_backward_io(call: OpCall) -> IO:
     x = need(call.tensor(x_at), "input")
     weight = call.tensor(w_at)
     mask = call.value(mask_at) if mask_at is not None else None
-    mask = list(mask) if isinstance(mask, (list, tuple)) and len(mask) >= 3 else [True, True, True]
+    mask = (list(mask) + [False, False])[:3] if isinstance(mask, (list, tuple)) and mask else [True, True, True]
     reads = [t for i, t in enumerate(call.tensor(i) for i in range(len(call.dims)))
              if t is not None and i != b_at]
     writes = ([x] if mask[0] else []) + ([weight] if weight is not None and mask[1] else []) + \

@@ -132,9 +132,14 @@ FLOAT_DTYPES = ("fp64", "fp32", "fp16", "bf16", "fp8")
 def result_dtype(tensors: list[Tensor]) -> Tensor | None:
     """The tensor whose dtype PyTorch's type promotion gives an elementwise result: among the floating
     tensors, the widest one with dimensions wins over 0-dim ones (a wrapped Python number, recorded as a
-    0-dim ``double``, does not promote a bf16 tensor); without floats, the first tensor."""
+    0-dim ``double``, does not promote a bf16 tensor, and makes integer tensors float32, the default
+    dtype); without floats, the first tensor."""
     floats = [t for t in tensors if t.dtype in FLOAT_DTYPES]
     if not floats:
         return tensors[0] if tensors else None
-    shaped = [t for t in floats if t.shape] or floats
-    return max(shaped, key=lambda t: t.itemsize)
+    shaped = [t for t in floats if t.shape]
+    if shaped:
+        return max(shaped, key=lambda t: t.itemsize)
+    if any(t.shape for t in tensors):              # integer tensors with a Python float: the default dtype
+        return Tensor((), "fp32", 4)
+    return max(floats, key=lambda t: t.itemsize)
