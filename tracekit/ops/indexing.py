@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from tracekit.ops.table import IO, OpFamily, aten, register
-from tracekit.ops.tensors import OpCall, Tensor, need
+from tracekit.ops.tensors import OpCall, Tensor, broadcast, need
 
 
 def _like(t: Tensor, shape) -> Tensor:
@@ -98,7 +98,25 @@ register(OpFamily("nll_loss", aten("nll_loss_forward", "nll_loss2d_forward"), "r
                   model="nll_loss: target + one logit per target read, loss written"))
 register(OpFamily("nll_loss_backward", aten("nll_loss_backward", "nll_loss2d_backward"), "elementwise",
                   _nll_loss_backward_io, model="nll_loss backward: target read, [N, C] gradient written once"))
-register(OpFamily("indexing", aten("index", "index_add", "index_add_", "scatter_reduce", "embedding_backward",
+def _index_io(call: OpCall) -> IO:
+    """index(self, indices): with integer index tensors on the leading dims, a gather: the indices and
+    the rows they pick read, the result (broadcast index shape + the remaining dims) written. Boolean
+    masks give a data-dependent size, and this profiler may not record the index shapes: no cost then."""
+    x = need(call.tensor(0), "self")
+    dims = call.dims[1] if len(call.dims) > 1 else None
+    if not isinstance(dims, list) or not dims or not all(isinstance(d, list) for d in dims):
+        raise ValueError("index shapes not recorded (an execution trace gives them)")
+    indices = [Tensor(tuple(d), "int64", 8) for d in dims]
+    if any(t == "bool" for t in (call.types[1:2] or [])):
+        raise ValueError("boolean mask index: the result size depends on the data")
+    shape = broadcast(*(t.shape for t in indices)) + tuple(x.shape[len(indices):])
+    rows = _like(x, shape)
+    return IO((*indices, rows), (rows,))
+
+
+register(OpFamily("index", aten("index"), "elementwise", _index_io,
+                  model="index: indices + the rows they pick read, result written"))
+register(OpFamily("indexing", aten("index_add", "index_add_", "scatter_reduce", "embedding_backward",
                                    "select_backward", "slice_backward", "repeat_interleave"), "elementwise"))
 
 
