@@ -10,6 +10,8 @@ from tracekit.classify.categories import classify
 from tracekit.cost.devices import load_spec, match_device, spec_by_id
 from tracekit.cost.roofline import apply_roofline, cost_rows
 from tracekit.errors import TracekitError
+from tracekit import bundle
+from tracekit.fusion.exact import join_execution_trace
 from tracekit.fusion.names import KernelSources, annotate_fusion
 from tracekit.load.graph_replay import map_graph_kernels
 from tracekit.load.kineto import load_trace
@@ -39,6 +41,15 @@ def bundle_dir_of(path: Path) -> Path | None:
     if path.is_file() and sources.is_dir():
         return sources
     return folder if (folder / "kernels").is_dir() or (folder / "meta.json").is_file() else None
+
+
+def execution_trace_of(path: Path) -> Path | None:
+    """The execution trace kept with a trace: ``et.json.gz`` in its capture bundle, if any."""
+    folder = path if path.is_dir() else path.parent
+    found = folder / bundle.EXECUTION_TRACE
+    if found.is_file() and (path.is_dir() or (folder / bundle.META).is_file()):
+        return found
+    return None
 
 
 def choose_spec(trace: Trace, device: str | None, spec: str | None):
@@ -78,8 +89,9 @@ def _mlx_spec(trace: Trace):
 
 
 def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
-             bundle_dir: Path | None = None) -> Trace:
-    """Fill category, op (graph replays), fused_ops, cost and roofline columns in place."""
+             bundle_dir: Path | None = None, et: Path | None = None) -> Trace:
+    """Fill category, op (graph replays), fused_ops, cost and roofline columns in place; with an
+    execution trace ``et``, each row's exact reads and writes (``et_io``)."""
     df = trace.kernels
     twins = adopt_twins(df)
     if twins:
@@ -93,20 +105,40 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
     sources = KernelSources(bundle_dir)
     annotate_fusion(df, bundle_dir, sources)
     cost_rows(df, sources.roles)
+    if et is not None:
+        _join_et(trace, df, et, sources)
     trace.spec = choose_spec(trace, device, spec)
     trace.kernels = validate(apply_roofline(df, trace.spec))
     return trace
 
 
+def _join_et(trace: Trace, df, et: Path, sources: KernelSources) -> None:
+    """Join the execution trace; say (in warnings) how many kernels in steps it does not cover."""
+    info = join_execution_trace(df, et, sources)
+    trace.metadata["execution_trace"] = info
+    inside = df["step"] >= 0
+    missing = int((inside & df["et_io"].isna()).sum())
+    if missing:
+        trace.warnings.append(f"execution trace {et.name}: {missing} of {int(inside.sum())} kernels in steps not "
+                              "joined (no launching op, op not in it, or an Inductor kernel without its source): "
+                              "their steps get a lower-bound one-kernel floor")
+
+
 def analyze_path(path: str | Path, step_marker: str | None = None, device: str | None = None,
-                 spec: str | None = None, skip: int = 0) -> list[Trace]:
-    """Everything ``explain`` shows, for a trace file, a capture bundle or an MLX graph; ``skip``:
+                 spec: str | None = None, et: str | Path | None = None, skip: int = 0) -> list[Trace]:
+    """Everything ``explain`` shows, for a trace file, a capture bundle or an MLX graph. ``et``: the
+    execution trace of the same run (default: the bundle's et.json.gz, when there is one); ``skip``:
     leading steps (warm-up, compile) left out of the per-step figures."""
     p = Path(path)
     if not p.exists():
         raise TracekitError(f"{p}: no such file or folder")
     if is_mlx_input(p):
+        if et is not None:
+            raise TracekitError("--et joins a PyTorch execution trace to a torch.profiler trace, not to MLX graphs")
         from tracekit.load.mlx import load_mlx
         return [annotate(t, device, spec) for t in load_mlx(p)]
     trace = skip_steps(load_trace(p, step_marker), skip)
-    return [annotate(trace, device, spec, bundle_dir_of(p))]
+    found = Path(et) if et is not None else execution_trace_of(p)
+    if found is not None and not found.exists():
+        raise TracekitError(f"{found}: no such execution trace file")
+    return [annotate(trace, device, spec, bundle_dir_of(p), found)]

@@ -43,12 +43,15 @@ def explain(
     fusion: bool = typer.Option(False, "--fusion", help="Show the fusion view: kernel chain, intermediates, headroom"),
     skip_steps: int = typer.Option(0, "--skip-steps", min=0, help="Leading steps (warm-up, compile) left out of "
                                    "the per-step figures"),
+    et: Optional[str] = typer.Option(None, "--et", help="The run's execution trace (et.json[.gz]): exact tensors "
+                                     "and one-kernel floor (a capture bundle's et.json.gz is used by default)"),
 ) -> None:
     """Classify every kernel, count kernels per step, and set each against its roofline floor."""
     from tracekit.analyze import analyze_path
     from tracekit.report.emit import emit
 
-    results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec, skip=skip_steps)
+    results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec, skip=skip_steps,
+                           **({"et": et} if et else {}))
     emit(results, format.value, top=top, fusion=fusion)
 
 

@@ -1,17 +1,20 @@
-"""Which tensors each kernel reads and writes, as far as the trace's op shapes tell.
+"""Which tensors each kernel reads and writes, the per-step dataflow and the one-kernel floor.
 
-Kineto records each op's *input* shapes and dtypes, not its outputs and not tensor identities.
-``node_io`` takes an op call's reads and writes (outputs with shapes and dtypes) from the op's
-record in the op table (``tracekit.ops``); Inductor kernels get their roles (in_ptr / out_ptr /
-in_out_ptr) from the kernel source kept with the trace. Ops without a record, and Inductor kernels
-without a source, have unknown outputs (None): no guessing.
+With an execution trace joined (``et_io`` on every row of a step, ``fusion.exact``), tensors are
+storage ranges and the step's numbers are exact. Without one, Kineto records each op's *input*
+shapes and dtypes, not its outputs and not tensor identities: ``node_io`` takes an op call's reads
+and writes (outputs with shapes and dtypes) from the op's record in the op table (``tracekit.ops``);
+Inductor kernels get their roles (in_ptr / out_ptr / in_out_ptr) from the kernel source kept with the
+trace. Ops without a record, and Inductor kernels without a source, have unknown outputs (None): no
+guessing; tensors are then linked by size and launch order, and the floor is a lower bound.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from tracekit.fusion.exact import ExactIO, as_tensor, step_dataflow
 from tracekit.ops import IO, OpCall, Tensor, lookup
 from tracekit.ops.inductor import inductor_io, is_inductor_kernel
 
@@ -61,6 +64,7 @@ class Node:
     bytes: float
     floor_us: float
     compute_us: float
+    exact: ExactIO | None = None     # reads/writes by storage, from the execution trace
 
 
 @dataclass
@@ -71,6 +75,8 @@ class Value:
     producer: int | None
     readers: list[int]
     ambiguous: bool = False          # an outside tensor has the same size and dtype
+    final: bool = False              # exact: live at the end of the step and not read later, or state
+    state: bool = False              # exact: written into storage that held data from before the step
 
     @property
     def intermediate(self) -> bool:
@@ -83,7 +89,7 @@ def _total(values) -> float:
 
 
 _NODE_COLUMNS = ("op_id", "name", "op", "op_dims", "op_types", "op_concrete", "io", "fused_ops", "flops", "bytes",
-                 "floor_us", "dtype", "compute_unit", "dur_us")
+                 "floor_us", "dtype", "compute_unit", "dur_us", "et_io")
 
 
 def build_nodes(sk, spec) -> list[Node]:
@@ -109,17 +115,20 @@ def build_nodes(sk, spec) -> list[Node]:
         main = max((r for _, r in part), key=lambda r: r.dur_us if r.dur_us == r.dur_us else 0.0)
         known = main.floor_us == main.floor_us and main.floor_us is not None
         floor = _total(r.floor_us for _, r in part) if known else float("nan")
+        exact = getattr(first, "et_io", None)
         nodes.append(Node(i, [label for label, _ in part], [str(r.name) for _, r in part],
                           first.op if isinstance(first.op, str) else None, ops, io,
-                          _total(r.flops for _, r in part), _total(r.bytes for _, r in part), floor, compute))
+                          _total(r.flops for _, r in part), _total(r.bytes for _, r in part), floor, compute,
+                          exact if isinstance(exact, ExactIO) else None))
     return nodes
 
 
 def link(nodes: list[Node]) -> list[Value]:
     """Tensor versions by size and launch order: a read takes the latest earlier write of the same
     element count and dtype in the step (a view between kernels keeps both). Only one input of a
-    kernel binds to that write; a read with no write to take is an outside tensor (one per size,
-    dtype and position within a kernel, so two same-sized inputs of one kernel are two tensors)."""
+    kernel binds to that write; a read with no write to take is an outside tensor of that op call:
+    nothing in a Kineto trace proves that two op calls read one tensor, so same-sized outside reads
+    of different calls (the equal-shaped weights of two layers) stay two tensors."""
     values: list[Value] = []
     last: dict = {}
     outside: dict = {}
@@ -137,8 +146,8 @@ def link(nodes: list[Node]) -> list[Value]:
                 values[v].readers.append(node.index)
                 values[v].ambiguous |= sig in outside_sigs or sigs.count(sig) > 1
                 continue
-            k = (sig, seen.get(sig, 0))
-            seen[sig] = k[1] + 1
+            k = (node.index, sig, seen.get(sig, 0))
+            seen[sig] = k[2] + 1
             if k not in outside:
                 outside[k] = len(values)
                 outside_sigs.add(sig)
@@ -168,28 +177,72 @@ def graph_of(nodes: list[Node], values: list[Value]):
 
 # ---- per step: counts, fusion ratio, headroom ----------------------------------------------------
 
+def exact_values(nodes: list[Node]) -> list[Value]:
+    """Tensor values of a step whose op calls all joined the execution trace: external storage ranges
+    (read from outside, once each) and written versions (``final``: live at the end and not read later,
+    or state written into storage from before the step)."""
+    versions, external = step_dataflow([n.exact for n in nodes])
+    values = [Value(as_tensor(replace(e.access, nbytes=e.nbytes)), None, list(e.readers)) for e in external]
+    for v in versions:
+        values.append(Value(as_tensor(v.access), v.producer, list(v.readers),
+                            final=v.live and (v.state or not v.readers), state=v.state))
+    return values
+
+
+def _outside_bytes(nodes: list[Node], outside: list[Value], exact: bool) -> float:
+    """Bytes read from outside the step. By size (not exact), an op call's outside reads are its own
+    tensors, and a call reads no more from outside than its cost model says it reads at all (an Inductor
+    kernel handed a whole embedding table reads the rows it gathers: its bytes say so, its pointer does
+    not)."""
+    if exact:
+        return float(sum(v.tensor.nbytes for v in outside))
+    per: dict[int, float] = {}
+    for v in outside:
+        per[v.readers[0]] = per.get(v.readers[0], 0.0) + v.tensor.nbytes
+    total = 0.0
+    for i, b in per.items():
+        n = nodes[i]
+        writes = sum(t.nbytes for t in n.io.writes or ()) if n.io is not None else 0
+        total += min(b, max(0.0, n.bytes - writes)) if n.bytes == n.bytes else b
+    return total
+
+
 def step_fusion(trace, step: int, sk=None):
     """The step's op-call chain, tensor values, and the one-kernel floor next to the per-kernel floors.
-    ``sk``: the step's rows when the caller already has them."""
+    ``sk``: the step's rows when the caller already has them. ``kind`` "exact" when every op call of
+    the step joined the execution trace, else "lower_bound" (size+dtype links, costed kernels only)."""
     if sk is None:
         df = trace.kernels
         sk = df[df["step"] == step]
     sk = sk.sort_values("start_us", kind="stable")
     nodes = build_nodes(sk, trace.spec)
-    values = link(nodes)
-    unknown = [n for n in nodes if n.io is None or n.io.writes is None]
+    exact = bool(nodes) and all(n.exact is not None for n in nodes)
+    values = exact_values(nodes) if exact else link(nodes)
+    unknown = [] if exact else [n for n in nodes if n.io is None or n.io.writes is None]
     inter = [v for v in values if v.intermediate]
-    headroom = float(sum(v.tensor.nbytes * (1 + len(v.readers)) for v in inter))
-    ext = sum(v.tensor.nbytes for v in values if v.producer is None)
-    final = sum(v.tensor.nbytes for v in values if v.producer is not None and not v.readers)
+    outside = [v for v in values if v.producer is None]
+    if exact:
+        finals = [v for v in values if v.final]
+        dead = [v for v in values if v.producer is not None and not v.readers and not v.final]
+        headroom = float(sum(v.tensor.nbytes * (len(v.readers) + (0 if v.state else 1)) for v in inter)
+                         + sum(v.tensor.nbytes for v in dead))
+    else:
+        finals = [v for v in values if v.producer is not None and not v.readers]
+        headroom = float(sum(v.tensor.nbytes * (1 + len(v.readers)) for v in inter))
+    ext, final = _outside_bytes(nodes, outside, exact), sum(v.tensor.nbytes for v in finals)
     fused_bytes = float(ext + final)
     flops = float(sum(n.flops for n in nodes if n.flops == n.flops))
+    compute = float(sum(n.compute_us for n in nodes))
     uncosted = [n for n in nodes if not n.floor_us == n.floor_us]
+    uncosted_kernels = sum(len(n.rows) for n in uncosted)
     bw = trace.spec.bandwidth_gbs if trace.spec is not None else None
-    if len(nodes) == 1:
+    kind = "exact" if exact else "lower_bound"
+    if exact:
+        rule = (f"exact: tensors by storage from the execution trace ({len(nodes)} op calls joined by "
+                "record-function id)")
+    elif len(nodes) == 1 and not uncosted:
         rule = "single kernel: nothing to fuse"
-        headroom, fused_floor = 0.0, nodes[0].floor_us
-        fused_bytes = nodes[0].bytes
+        headroom, fused_bytes = 0.0, nodes[0].bytes
     else:
         ambiguous = sum(1 for v in inter if v.ambiguous)
         rule = ("size+dtype match in launch order (a read takes the latest earlier write of its element count "
@@ -198,17 +251,25 @@ def step_fusion(trace, step: int, sk=None):
         if unknown:
             rule += (f"; incomplete: {len(unknown)} of {len(nodes)} kernels write tensors the trace does not tell "
                      "(where read later, those count as outside tensors)")
-        complete = not unknown and not uncosted and bw
-        fused_floor = max(sum(n.compute_us for n in nodes), fused_bytes / (bw * 1e3)) if complete else float("nan")
-        if not complete and not unknown:
-            rule += "; no one-kernel floor: " + ("no device bandwidth" if not bw else
-                                                 f"{len(uncosted)} kernels without a floor")
-    sure = float(sum(v.tensor.nbytes * (1 + len(v.readers)) for v in inter if not v.ambiguous))
-    return dict(step=step, nodes=nodes, values=values, rule=rule,
-                headroom_bytes=headroom if nodes else None, headroom_unambiguous_bytes=sure if nodes else None, fused_bytes=fused_bytes if nodes else None,
-                fused_flops=flops, fused_floor_us=fused_floor if nodes else float("nan"),
+    if uncosted:
+        rule += f"; {uncosted_kernels} of {len(sk)} kernels without a floor (their FLOPs and bytes left out)"
+    if not nodes:
+        rule = "no kernels in this step: nothing to run"
+    if not bw:
+        rule += "; no one-kernel floor: no device bandwidth"
+    fused_floor = max(compute, fused_bytes / (bw * 1e3)) if bw else float("nan")
+    if not exact and len(nodes) == 1 and not uncosted:
+        fused_floor = nodes[0].floor_us
+    sure = headroom if exact else float(sum(v.tensor.nbytes * (1 + len(v.readers)) for v in inter if not v.ambiguous))
+    return dict(step=step, nodes=nodes, values=values, rule=rule, kind=kind,
+                headroom_bytes=headroom, headroom_unambiguous_bytes=sure,
+                fused_bytes=fused_bytes, fused_flops=flops, fused_compute_us=compute, fused_floor_us=fused_floor,
+                external_input_bytes=float(ext), external_inputs=len(outside),
+                final_output_bytes=float(final), final_outputs=len(finals),
+                intermediate_bytes=float(sum(v.tensor.nbytes for v in inter)),
                 split_floor_us=float(sum(n.floor_us for n in nodes if n.floor_us == n.floor_us)),
-                split_bytes=float(sum(n.bytes for n in nodes if n.bytes == n.bytes)), unknown_io=len(unknown))
+                split_bytes=float(sum(n.bytes for n in nodes if n.bytes == n.bytes)), unknown_io=len(unknown),
+                uncosted_kernels=uncosted_kernels, joined_kernels=sum(len(n.rows) for n in nodes if n.exact))
 
 
 def _nan_none(x):
@@ -247,9 +308,15 @@ def fusion_summary(trace) -> dict:
                         headroom_unambiguous_bytes=_nan_none(f["headroom_unambiguous_bytes"]),
                         intermediates=sum(1 for v in f["values"] if v.intermediate),
                         fused_bytes=_nan_none(f["fused_bytes"]), fused_flops=f["fused_flops"],
-                        fused_floor_us=_nan_none(f["fused_floor_us"]), split_floor_us=f["split_floor_us"],
+                        fused_floor_us=_nan_none(f["fused_floor_us"]), fused_floor_kind=f["kind"],
+                        external_input_bytes=f["external_input_bytes"], external_inputs=f["external_inputs"],
+                        final_output_bytes=f["final_output_bytes"], final_outputs=f["final_outputs"],
+                        intermediate_bytes=f["intermediate_bytes"], fused_compute_us=f["fused_compute_us"],
+                        kernels_uncosted=f["uncosted_kernels"], op_calls_unknown_io=f["unknown_io"],
+                        kernels_joined_et=f["joined_kernels"], split_floor_us=f["split_floor_us"],
                         split_bytes=f["split_bytes"], rule=f["rule"]))
     return {"fusion_headroom_bytes": [p["headroom_bytes"] for p in per],
             "fused_floor_us_per_step": [p["fused_floor_us"] for p in per],
+            "fused_floor_kind_per_step": [p["fused_floor_kind"] for p in per],
             "fusion_rule": [p["rule"] for p in per],
             "fusion_per_step": per}

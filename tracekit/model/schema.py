@@ -49,6 +49,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("event_bytes", "float", "load", "bytes the trace itself gives a memcpy/memset (NaN for kernels)"),
     Column("fused_ops", "object", "fusion", "list of lowercase aten-style op names the kernel performs"),
     Column("io", "object", "fusion", "ops.IO: tensors the row's op call reads and writes, or None"),
+    Column("et_io", "object", "fusion", "fusion.exact.ExactIO: what the row's op call reads and writes by storage "
+           "(storage id, byte range), from the execution trace node with its op_rf_id; None when not joined"),
     Column("dtype", "str", "cost", "dtype the work runs in (selects the peak), or None"),
     Column("compute_unit", "str", "cost", '"matrix" (tensor-core peak) | "vector" | None'),
     Column("flops", "float", "cost", "floating-point operations (NaN when no model applies)"),

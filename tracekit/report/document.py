@@ -100,6 +100,7 @@ def explain_dict(trace: Trace) -> dict:
         "measured": "kernel durations as the profiler recorded them (device time per kernel, not end-to-end)",
     }
     summary.update(fusion_summary(trace))
+    summary["execution_trace"] = trace.metadata.get("execution_trace")   # the ET joined, or None
     return {"trace": trace.path, "device": device, "steps": step_rows, "kernels": kernels,
             "summary": summary, "warnings": list(trace.warnings)}
 
