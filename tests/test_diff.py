@@ -52,7 +52,8 @@ def test_peer_pair_kernels_matched_by_name_and_by_op(peer_diff):
 
 
 def test_peer_pair_fused_ops_and_regressions(peer_diff):
-    assert peer_diff["fused_ops"]["lost"] == [{"ops": "add+mm", "a": 125.0, "b": 60.0}]
+    # B (V100) runs more kernels per step than A: the lost fusion is a regression, not a re-fusion
+    assert peer_diff["fused_ops"]["lost"] == [{"ops": "add+mm", "a": 125.0, "b": 60.0, "refused": False}]
     assert {r["rule"] for r in peer_diff["regressions"]} == {
         "baseline.kernels_per_step", "baseline.fused_ops", "baseline.kernel_us_per_step"}
     t = peer_diff["per_step"]["kernel_us"]
@@ -130,3 +131,38 @@ def test_unreadable_input_exits_2(tmp_path):
                  (AUTO1, EAGER1, "--tolerance", "x=1")]:
         proc = run_cli("diff", *args)
         assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.startswith("tracekit: ")
+
+
+def _refused_pair(tmp_path, keep_add: bool):
+    """Synthetic B from the real H200 seed eager explain JSON: the GEMM no longer adds the bias
+    (fused ops mm) and the relu kernel now does add + relu, as a compiled run that moves the bias into
+    the pointwise kernel would; or (keep_add False) the bias add is gone altogether."""
+    proc = run_cli("explain", H200 / "seed_eager_b128.json.gz", "--format", "json")
+    a = tmp_path / "a.json"
+    a.write_text(proc.stdout)
+    doc = json.loads(proc.stdout)
+    for k in doc["kernels"]:
+        if k["fused_ops"] == ["mm", "add"]:
+            k["fused_ops"] = ["mm"]
+        elif k["fused_ops"] == ["relu"] and keep_add:
+            k["fused_ops"] = ["add", "relu"]
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(doc))
+    return a, b
+
+
+def test_a_run_fused_differently_is_not_a_lost_fusion(tmp_path):
+    a, b = _refused_pair(tmp_path, keep_add=True)
+    proc = run_cli("diff", a, b, "--fail-on-regression", "--format", "json")
+    assert proc.returncode == 0, proc.stdout
+    doc = json.loads(proc.stdout)
+    [lost] = doc["fused_ops"]["lost"]
+    assert lost["ops"] == "add+mm" and lost["refused"] is True and doc["regressions"] == []
+    assert "fused differently on B" in run_cli("diff", a, b).stdout
+
+
+def test_a_fusion_whose_op_vanished_is_still_a_regression(tmp_path):
+    a, b = _refused_pair(tmp_path, keep_add=False)
+    proc = run_cli("diff", a, b, "--fail-on-regression", "--format", "json")
+    assert proc.returncode == 1
+    assert [r["rule"] for r in json.loads(proc.stdout)["regressions"]] == ["baseline.fused_ops"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 
-from tracekit.ops.table import FAMILIES, IO, Cost, plain_name
+from tracekit.ops.table import FAMILIES, IO, Cost, lookup, plain_name
 from tracekit.ops.tensors import FLOAT_DTYPES, OpCall, Tensor
 
 _PREFIX = re.compile(r"(?:triton_(?:poi|per|red|tem|for)|cpp)_(?:fused_?)?")
@@ -95,9 +95,24 @@ def ops_from_name(name: str) -> list[str] | None:
         body = ""
     if not body:
         return None
-    ops = split_ops(body)
+    named = split_ops(body)
+    ops = named
+    if not name.startswith(("triton_tem_", "cpp_")):     # a pointwise/reduction kernel cut from a product
+        ops = [p for op in named for p in epilogue(op)]
     kept = drop_views(ops)
-    return kept or (["view"] if ops else None)     # a kernel of views only still copies: say so
+    return kept or (["view"] if named else None)   # a kernel of views only still copies: say so
+
+
+def epilogue(op: str) -> tuple[str, ...]:
+    """What of ``op`` a pointwise or reduction kernel named after it can have done: a product or an
+    attention ran in its own kernel (a template, an extern GEMM, SDPA), so only its elementwise part
+    remains (triton_poi_fused_addmm_gelu adds the bias and applies gelu: add)."""
+    family = lookup(f"aten::{op}")
+    if family is None or family.category not in ("gemm", "gemv", "attention", "conv"):
+        return (op,)
+    if family.category in ("attention", "conv") or not isinstance(family.fused, tuple):
+        return ()
+    return tuple(p for p in family.fused if p not in ("mm", "bmm", "mv"))
 
 
 def inductor_io(call: OpCall, roles: list[str] | None) -> IO:
