@@ -95,9 +95,9 @@ def test_max_autotune_template_fuses_addmm_relu():
     assert [k["fused_ops"] for k in kernels if k is not template[0]] == [["_foreach_copy"]]
     assert doc["summary"]["fusion_headroom_bytes"][1] == 0
     # the replayed template has no op shapes: its FLOPs and bytes are left out, so the one-kernel floor is a
-    # lower bound over the costed copy kernel, labelled as such (issue 11), not a guess
+    # an estimate over the costed copy kernel, labelled as such (issue 11), not a guess
     per = doc["summary"]["fusion_per_step"][1]
-    assert per["fused_floor_kind"] == "lower_bound" and per["kernels_uncosted"] == 1
+    assert per["fused_floor_kind"] == "estimate" and per["kernels_uncosted"] == 1
     assert 0 < per["fused_floor_us"] <= per["split_floor_us"]
     assert "incomplete" in doc["summary"]["fusion_rule"][1]
 
@@ -157,7 +157,7 @@ def test_peer_torch_compile_triton():
     per = doc["summary"]["fusion_per_step"][0]
     assert per["fused_ops"] == 23 and per["kernels"] == 12
     assert "incomplete: 4 of 12 kernels" in per["rule"]   # no kernel sources in this trace
-    assert per["fused_floor_kind"] == "lower_bound" and per["fused_floor_us"] >= per["fused_compute_us"] > 0
+    assert per["fused_floor_kind"] == "estimate" and per["fused_floor_us"] >= per["fused_compute_us"] > 0
 
 
 def test_peer_triton_example_single_kernel():

@@ -123,12 +123,14 @@ def build_nodes(sk, spec) -> list[Node]:
     return nodes
 
 
-def link(nodes: list[Node]) -> list[Value]:
+def link(nodes: list[Node], merge_outside: bool = False) -> list[Value]:
     """Tensor versions by size and launch order: a read takes the latest earlier write of the same
     element count and dtype in the step (a view between kernels keeps both). Only one input of a
     kernel binds to that write; a read with no write to take is an outside tensor of that op call:
     nothing in a Kineto trace proves that two op calls read one tensor, so same-sized outside reads
-    of different calls (the equal-shaped weights of two layers) stay two tensors."""
+    of different calls (the equal-shaped weights of two layers) stay two tensors — unless
+    ``merge_outside``, which takes every same-sized outside read as one tensor (the fewest bytes the
+    step could read: what a provable bound needs)."""
     values: list[Value] = []
     last: dict = {}
     outside: dict = {}
@@ -146,7 +148,7 @@ def link(nodes: list[Node]) -> list[Value]:
                 values[v].readers.append(node.index)
                 values[v].ambiguous |= sig in outside_sigs or sigs.count(sig) > 1
                 continue
-            k = (node.index, sig, seen.get(sig, 0))
+            k = (-1 if merge_outside else node.index, sig, seen.get(sig, 0))
             seen[sig] = k[2] + 1
             if k not in outside:
                 outside[k] = len(values)
@@ -210,7 +212,9 @@ def _outside_bytes(nodes: list[Node], outside: list[Value], exact: bool) -> floa
 def step_fusion(trace, step: int, sk=None):
     """The step's op-call chain, tensor values, and the one-kernel floor next to the per-kernel floors.
     ``sk``: the step's rows when the caller already has them. ``kind`` "exact" when every op call of
-    the step joined the execution trace, else "lower_bound" (size+dtype links, costed kernels only)."""
+    the step joined the execution trace, else "estimate" (size+dtype links, costed kernels only, a
+    tensor re-read by several calls counted per call); ``bound_us`` is always a provable lower bound
+    (the estimate with every same-sized outside read taken as one tensor)."""
     if sk is None:
         df = trace.kernels
         sk = df[df["step"] == step]
@@ -236,7 +240,7 @@ def step_fusion(trace, step: int, sk=None):
     uncosted = [n for n in nodes if not n.floor_us == n.floor_us]
     uncosted_kernels = sum(len(n.rows) for n in uncosted)
     bw = trace.spec.bandwidth_gbs if trace.spec is not None else None
-    kind = "exact" if exact else "lower_bound"
+    kind = "exact" if exact else "estimate"
     if exact:
         rule = (f"exact: tensors by storage from the execution trace ({len(nodes)} op calls joined by "
                 "record-function id)")
@@ -258,10 +262,17 @@ def step_fusion(trace, step: int, sk=None):
     if not bw:
         rule += "; no one-kernel floor: no device bandwidth"
     fused_floor = max(compute, fused_bytes / (bw * 1e3)) if bw else float("nan")
+    bound, least = fused_floor, fused_bytes
+    if not exact and nodes:
+        merged = link(nodes, merge_outside=True)
+        least = (_outside_bytes(nodes, [v for v in merged if v.producer is None], False)
+                 + sum(v.tensor.nbytes for v in merged if v.producer is not None and not v.readers))
+        bound = max(compute, least / (bw * 1e3)) if bw else float("nan")
     if not exact and len(nodes) == 1 and not uncosted:
-        fused_floor = nodes[0].floor_us
+        fused_floor = bound = nodes[0].floor_us
+        least = fused_bytes
     sure = headroom if exact else float(sum(v.tensor.nbytes * (1 + len(v.readers)) for v in inter if not v.ambiguous))
-    return dict(step=step, nodes=nodes, values=values, rule=rule, kind=kind,
+    return dict(step=step, nodes=nodes, values=values, rule=rule, kind=kind, bound_us=bound, bound_bytes=float(least),
                 headroom_bytes=headroom, headroom_unambiguous_bytes=sure,
                 fused_bytes=fused_bytes, fused_flops=flops, fused_compute_us=compute, fused_floor_us=fused_floor,
                 external_input_bytes=float(ext), external_inputs=len(outside),
@@ -309,6 +320,7 @@ def fusion_summary(trace) -> dict:
                         intermediates=sum(1 for v in f["values"] if v.intermediate),
                         fused_bytes=_nan_none(f["fused_bytes"]), fused_flops=f["fused_flops"],
                         fused_floor_us=_nan_none(f["fused_floor_us"]), fused_floor_kind=f["kind"],
+                        fused_floor_bound_us=_nan_none(f["bound_us"]), fused_bound_bytes=f["bound_bytes"],
                         external_input_bytes=f["external_input_bytes"], external_inputs=f["external_inputs"],
                         final_output_bytes=f["final_output_bytes"], final_outputs=f["final_outputs"],
                         intermediate_bytes=f["intermediate_bytes"], fused_compute_us=f["fused_compute_us"],
