@@ -215,6 +215,7 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
             why = "no capture matches" if not fits else f"{len(fits)} captures fit with different ops"
             reasons[why] = reasons.get(why, 0) + len(rows)
             continue
+        in_main_trace = fits[0][0].source == trace.path    # record-function ids restart per profiler session
         for idx, op in zip(rows.index, fits[0][1]):
             if op is None:
                 why = "capture node without op (or copy/memset count differs)"
@@ -226,6 +227,9 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
                 if col in df.columns:
                     df.at[idx, col] = args.get(key)
             df.at[idx, "op_source"] = "graph_capture"
+            if in_main_trace and "op_rf_id" in df.columns:     # the execution trace knows that op call
+                rf = args.get("Record function id")
+                df.at[idx, "op_rf_id"] = rf if isinstance(rf, int) and not isinstance(rf, bool) else -1
             if "op_id" in df.columns:      # one id per (replay, op call): replays must not share
                 df.at[idx, "op_id"] = new_ids.setdefault((corr, id(op)), -2 - len(new_ids))
             summary["mapped"] += 1
