@@ -12,6 +12,7 @@ from tracekit.cost.roofline import apply_roofline, cost_rows
 from tracekit.errors import TracekitError
 from tracekit import bundle
 from tracekit.fusion.exact import join_execution_trace
+from tracekit.load.execution_trace import fill_tensor_lists, read_execution_trace
 from tracekit.fusion.names import KernelSources, annotate_fusion
 from tracekit.load.graph_replay import map_graph_kernels
 from tracekit.load.kineto import load_trace
@@ -104,17 +105,20 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
         df = trace.kernels
     sources = KernelSources(bundle_dir)
     annotate_fusion(df, bundle_dir, sources)
+    et_data = read_execution_trace(et, {int(r) for r in df["op_rf_id"] if r != -1}) if et is not None else None
+    if et_data is not None:
+        fill_tensor_lists(df, et_data)              # list shapes this profiler left out, before costing
     cost_rows(df, sources.roles)
-    if et is not None:
-        _join_et(trace, df, et, sources)
+    if et_data is not None:
+        _join_et(trace, df, et, sources, et_data)
     trace.spec = choose_spec(trace, device, spec)
     trace.kernels = validate(apply_roofline(df, trace.spec))
     return trace
 
 
-def _join_et(trace: Trace, df, et: Path, sources: KernelSources) -> None:
+def _join_et(trace: Trace, df, et: Path, sources: KernelSources, et_data=None) -> None:
     """Join the execution trace; say (in warnings) how many kernels in steps it does not cover."""
-    info = join_execution_trace(df, et, sources)
+    info = join_execution_trace(df, et, sources, et_data)
     trace.metadata["execution_trace"] = info
     inside = df["step"] >= 0
     missing = int((inside & df["et_io"].isna()).sum())

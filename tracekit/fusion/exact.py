@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tracekit.load.execution_trace import ETNode, ETTensor, read_execution_trace
+from tracekit.load.execution_trace import ETNode, ETTensor, ExecutionTrace, read_execution_trace
 from tracekit.ops import Tensor
 
 # Op facts the ET schema does not carry. (They belong in the op records of tracekit/ops; kept here
@@ -236,10 +236,11 @@ def node_io(node: ETNode, on_device: bool, roles: list[str] | None = None,
     return triton_io(node, roles, indirect) if is_triton(node) else aten_io(node, on_device)
 
 
-def join_execution_trace(df, path, sources=None) -> dict:
-    """Fill ``et_io`` on every row whose launching op is in the ET at ``path``; join counts."""
-    wanted = {int(r) for r in df["op_rf_id"] if r != -1}
-    et = read_execution_trace(path, wanted)
+def join_execution_trace(df, path, sources=None, et: ExecutionTrace | None = None) -> dict:
+    """Fill ``et_io`` on every row whose launching op is in the ET at ``path`` (``et``: already read);
+    join counts."""
+    if et is None:
+        et = read_execution_trace(path, {int(r) for r in df["op_rf_id"] if r != -1})
     ios, cache = [], {}
     for rf, kind, name, kfile in zip(df["op_rf_id"], df["kind"], df["op"], df["kernel_file"]):
         key = (rf, kind != "cpu_op", name)

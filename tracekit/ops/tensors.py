@@ -72,10 +72,17 @@ class OpCall:
         return [t for t in (self.tensor(i) for i in range(len(self.dims))) if t is not None]
 
     def tensor_list(self, i: int) -> list[Tensor]:
-        """Input ``i`` as a TensorList (Kineto records a list of shapes); [] when it is not one."""
+        """Input ``i`` as a TensorList (Kineto records a list of shapes; the execution trace adds a list
+        of per-tensor dtypes where Kineto recorded none); [] when it is not one."""
         shapes = self.dims[i] if i < len(self.dims) else None
         if not isinstance(shapes, list) or not shapes or not all(isinstance(s, list) for s in shapes):
             return []
+        kinds = self.types[i] if i < len(self.types) else None
+        if isinstance(kinds, list) and len(kinds) == len(shapes):     # per-tensor dtypes (from an ET)
+            sizes = {v[0]: v[1] for v in DTYPES.values()}
+            if all(k in sizes for k in kinds):
+                return [Tensor(tuple(s), k, sizes[k]) for s, k in zip(shapes, kinds)
+                        if all(isinstance(d, int) for d in s)]
         first = next((t for t in self.tensors()), None)
         dtype = first.dtype if first else self.kernel_dtype()
         opaque = _OPAQUE.search(self.kernel)
