@@ -104,10 +104,10 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
         map_graph_kernels(trace, bundle_dir)
         df = trace.kernels
     sources = KernelSources(bundle_dir)
-    annotate_fusion(df, bundle_dir, sources)
     et_data = read_execution_trace(et, {int(r) for r in df["op_rf_id"] if r != -1}) if et is not None else None
     if et_data is not None:
-        fill_tensor_lists(df, et_data)              # list shapes this profiler left out, before costing
+        fill_tensor_lists(df, et_data)              # list shapes this profiler left out, before io and cost
+    annotate_fusion(df, bundle_dir, sources)
     cost_rows(df, sources.roles)
     if et_data is not None:
         _join_et(trace, df, et, sources, et_data)

@@ -248,14 +248,14 @@ def annotate_fusion(df: pd.DataFrame, bundle_dir: Path | None = None,
     memo: dict = {}
     io = []
     col = lambda c: df[c].tolist() if c in df else [None] * len(df)  # noqa: E731
-    for op, dims, types, concrete, kfile in zip(col("op"), col("op_dims"), col("op_types"), col("op_concrete"),
-                                                col("kernel_file")):
-        key = (op if isinstance(op, str) else None, repr(dims), repr(types), repr(concrete), kfile)
+    for name, op, dims, types, concrete, kfile in zip(col("name"), col("op"), col("op_dims"), col("op_types"),
+                                                      col("op_concrete"), col("kernel_file")):
+        key = (op if isinstance(op, str) else None, repr(dims), repr(types), repr(concrete), kfile, name)
         if key not in memo:
             roles = None
             if is_inductor_kernel(key[0]):
                 roles = sources.roles(key[0], kfile)
-            memo[key] = node_io(key[0], dims, types, concrete, roles)
+            memo[key] = node_io(key[0], dims, types, concrete, roles, kernel=name if isinstance(name, str) else "")
         io.append(memo[key])
     df["io"] = io
     return df
