@@ -14,6 +14,7 @@ import re
 import signal
 import stat
 import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -166,9 +167,9 @@ def _gunzip(fh, head: bytes, path, what: str, limit: int) -> bytearray:
     return out
 
 
-def read_head(path: str | Path, size: int = 65536) -> bytes:
-    """The first ``size`` bytes of a regular file, decompressed when it is gzip (b"" when unreadable)."""
-    with open_regular(path, "file") as fh:
+def read_head(path: str | Path, size: int = 65536, what: str = "file") -> bytes:
+    """The first ``size`` bytes of a regular file, decompressed when it is gzip (b"" when that fails)."""
+    with open_regular(path, what) as fh:
         raw = fh.read(size)
     if raw[:2] != b"\x1f\x8b":
         return raw
@@ -252,6 +253,7 @@ class UserRegex:
             return self.rx.search(text) is not None     # no timer off the main thread: the static rules hold
         if self.budget <= 0:
             raise self._slow()
+        outer, start = signal.getitimer(signal.ITIMER_REAL), time.monotonic()   # someone else's alarm, kept
         old = signal.signal(signal.SIGALRM, _on_alarm)
         old = signal.SIG_DFL if old is None else old
         try:
@@ -265,6 +267,8 @@ class UserRegex:
             raise self._slow() from None
         finally:
             signal.signal(signal.SIGALRM, old)
+            if outer[0] > 0:
+                signal.setitimer(signal.ITIMER_REAL, max(outer[0] - (time.monotonic() - start), 1e-6), outer[1])
 
     def _slow(self) -> TracekitError:
         return TracekitError(f"{self.where}: regex {self.pattern!r} spent more than {regex_seconds():g} s matching "

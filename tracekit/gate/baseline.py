@@ -23,6 +23,7 @@ from tracekit.report.fmt import short_name  # noqa: F401  (check, diff and rules
 STEP_FIELDS = ["step", "name", "kernels", "kernel_us", "floor_us", "gap", "busy_pct", "idle_us", "window_us"]
 KERNEL_FIELDS = ["name", "category", "op", "kind", "step", "dur_us", "floor_us", "gap", "fused_ops"]
 EXPLAIN_KEYS = {"kernels", "summary", "device"}
+MAX_NUMBER = 1e15           # explain JSON numbers (µs, counts, step indices): beyond is no real trace
 
 
 def expand_ops(ops) -> frozenset[str]:
@@ -108,7 +109,7 @@ class Side:
 
 def _open_head(path: Path, size: int = 65536) -> bytes:
     from tracekit.limits import read_head        # a FIFO or a device is refused here, not read
-    return read_head(path, size)
+    return read_head(path, size, "trace or explain JSON")
 
 
 def _explain_doc(path: Path) -> dict | None:
@@ -135,8 +136,8 @@ def _from_explain(path: Path, doc: dict) -> tuple[pd.DataFrame, pd.DataFrame, di
         raise TracekitError(f"{path}: explain JSON: steps/kernels must be lists and summary an object")
     if not steps:
         raise TracekitError(f"{path}: explain JSON holds no steps: nothing to compare")
-    _check_rows(path, "steps", steps, STEP_FIELDS[2:], ("name",), ops=False)
-    _check_rows(path, "kernels", kernels, ["dur_us", "floor_us", "gap"], ("name", "category", "op", "kind"))
+    _check_rows(path, "steps", steps, ["step", *STEP_FIELDS[2:]], ("name",), ops=False)
+    _check_rows(path, "kernels", kernels, ["step", "dur_us", "floor_us", "gap"], ("name", "category", "op", "kind"))
     try:
         st = pd.DataFrame(steps, columns=STEP_FIELDS)
         kt = pd.DataFrame(kernels, columns=KERNEL_FIELDS)
@@ -147,6 +148,10 @@ def _from_explain(path: Path, doc: dict) -> tuple[pd.DataFrame, pd.DataFrame, di
         raise TracekitError(f"{path}: explain JSON has malformed steps or kernels ({exc})") from None
     kt["fused_ops"] = [f if isinstance(f, list) else [] for f in kt["fused_ops"]]
     dev = doc.get("device") if isinstance(doc.get("device"), dict) else {}
+    for where, key in (("device", "name"), ("device", "spec"), ("summary", "step_rule")):
+        v = (dev if where == "device" else summary).get(key)
+        if v is not None and not isinstance(v, str):
+            raise TracekitError(f"{path}: explain JSON: {where}.{key} is a {type(v).__name__}, not a string")
     return st, kt, {"device": dev.get("name"), "spec": dev.get("spec"), "step_rule": summary.get("step_rule", "?")}
 
 
@@ -157,8 +162,10 @@ def _check_rows(path: Path, what: str, rows: list, numbers: list[str], texts: tu
             raise TracekitError(f"{path}: explain JSON: {what}[{k}] is not an object")
         for f in numbers:
             v = row.get(f)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-                raise TracekitError(f"{path}: explain JSON: {what}[{k}].{f} is {str(v)[:40]!r}, not a finite number")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                                  or abs(v) > MAX_NUMBER):
+                raise TracekitError(f"{path}: explain JSON: {what}[{k}].{f} is {str(v)[:40]!r}, not a finite number "
+                                    f"of at most {MAX_NUMBER:g}")
         for f in texts:
             v = row.get(f)
             if v is not None and not isinstance(v, str):

@@ -80,6 +80,8 @@ def check_common(e: dict, path: Path, i: int) -> dict:
         v = args.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, str))):
             raise bad_event(path, i, f"{label(e)} has {key!r} given as a {type(v).__name__}, not an integer id")
+        if isinstance(v, int) and not -(1 << 63) <= v < (1 << 63):
+            raise bad_event(path, i, f"{label(e)} has a {key!r} beyond 64 bits ({_short(v)})")
     return args
 
 
@@ -118,10 +120,8 @@ def op_fields(args: dict) -> tuple[list | None, list | None, list | None, list |
 
 
 def grid_value(value):
-    """grid / block as written (a list of ints, or a string), else None."""
-    if value is None or isinstance(value, str) or (isinstance(value, list) and len(value) <= 3 and _depth_ok(value, 1)):
-        return value
-    return None
+    """A device event's grid / block as written (a list of at most 3 ints), else None."""
+    return value if isinstance(value, list) and len(value) <= 3 and _depth_ok(value, 1) else None
 
 
 SHAPE_KEYS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")

@@ -304,10 +304,12 @@ def _op_columns(cols: dict[str, list], source: str) -> None:
 
 
 def _as_int(value, default: int) -> int:
+    """``value`` as an int64 (device, stream, ids), else ``default``."""
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        n = int(value)
+    except (TypeError, ValueError, OverflowError):
         return default
+    return n if -(1 << 63) <= n < (1 << 63) else default
 
 
 def _cpu_table(cpu_ops: list[dict]) -> pd.DataFrame:
