@@ -207,6 +207,7 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
     replay_gid = _replay_ids(events)
     reasons: dict[str, int] = {}
     new_ids: dict[tuple, int] = {}
+    notes = Notes()
     for corr, rows in df.loc[graph_rows].groupby("correlation", sort=False):
         gid = replay_gid.get(corr)
         pool = [c for c in captures if c.gid == gid] if gid is not None else captures
@@ -221,7 +222,8 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
                 why = "capture node without op (or copy/memset count differs)"
                 reasons[why] = reasons.get(why, 0) + 1
                 continue
-            args = op.get("args") or {}
+            args = op.get("args") if isinstance(op.get("args"), dict) else {}
+            clean_op_args(args, notes)                 # the loader checks only the ops its rows use
             df.at[idx, "op"] = op.get("name")
             for col, key in OP_FIELDS:
                 if col in df.columns:
@@ -233,6 +235,7 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
             if "op_id" in df.columns:      # one id per (replay, op call): replays must not share
                 df.at[idx, "op_id"] = new_ids.setdefault((corr, id(op)), -2 - len(new_ids))
             summary["mapped"] += 1
+    trace.warnings.extend(notes.warnings())
     summary["unmapped"] = summary["replayed"] - summary["mapped"]
     if summary["unmapped"]:
         detail = "; ".join(f"{n} {why}" for why, n in reasons.items())

@@ -129,7 +129,6 @@ def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
         elif cat in CPU_OP_CATEGORIES:
             args = check_common(e, p, i)
             check_time(e, p, i)
-            clean_op_args(args, notes)
             ext = args.get("External id")
             if ext is not None:
                 ops.setdefault(ext, e)
@@ -153,9 +152,9 @@ def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
     steps, step_rule = _steps(step_events, marker, step_marker)
     props, device_name = _device_properties(meta, notes)
     if device_rows:
-        table = _device_table(events, device_rows, launches, ops, cpu_ops)
+        table = _device_table(events, device_rows, launches, ops, cpu_ops, notes)
     else:
-        table = _cpu_table(cpu_ops)
+        table = _cpu_table(cpu_ops, notes)
         device_name = None
     warnings = notes.warnings()
     if not device_rows:
@@ -203,7 +202,8 @@ def _steps(step_events: list[dict], marker, marker_text: str | None) -> tuple[li
     return steps, (f"marker:{marker_text}" if marker is not None else "ProfilerStep")
 
 
-def _device_table(events: list, rows: list[tuple], launches: dict, ops: dict, cpu_ops: list) -> pd.DataFrame:
+def _device_table(events: list, rows: list[tuple], launches: dict, ops: dict, cpu_ops: list,
+                  notes: Notes) -> pd.DataFrame:
     cols: dict[str, list] = defaultdict(list)
     unresolved: list[tuple[int, dict]] = []      # (row, launch) whose External id names no enclosing op
     for i, kind in rows:
@@ -243,7 +243,7 @@ def _device_table(events: list, rows: list[tuple], launches: dict, ops: dict, cp
     if unresolved and cpu_ops:
         for row, op in zip((r for r, _ in unresolved), _innermost_ops([l for _, l in unresolved], cpu_ops)):
             cols["op"][row] = op
-    _op_columns(cols, "external_id")
+    _op_columns(cols, "external_id", notes)
     return _finish(cols)
 
 
@@ -290,9 +290,16 @@ def _tid_key(e: dict) -> tuple:
     return (type(tid).__name__, tid if tid is not None else 0)
 
 
-def _op_columns(cols: dict[str, list], source: str) -> None:
-    """Expand the op events in ``cols['op']`` into the op_* columns."""
+def _op_columns(cols: dict[str, list], source: str, notes: Notes) -> None:
+    """Expand the op events in ``cols['op']`` into the op_* columns. An op's shape fields are checked
+    here, once per op that a row uses, not for every CPU op of the trace (most launch nothing)."""
     ops = cols["op"]
+    checked: set[int] = set()
+    for op in ops:
+        if op is not None and id(op) not in checked:
+            checked.add(id(op))
+            if isinstance(op.get("args"), dict):
+                clean_op_args(op["args"], notes)
     for col, key in (("op_dims", "Input Dims"), ("op_types", "Input type"),
                      ("op_strides", "Input Strides"), ("op_concrete", "Concrete Inputs"),
                      ("kernel_file", "kernel_file")):
@@ -312,7 +319,7 @@ def _as_int(value, default: int) -> int:
     return n if -(1 << 63) <= n < (1 << 63) else default
 
 
-def _cpu_table(cpu_ops: list[dict]) -> pd.DataFrame:
+def _cpu_table(cpu_ops: list[dict], notes: Notes) -> pd.DataFrame:
     """Top-level CPU ops (not nested in another op on the same thread) as rows."""
     cols: dict[str, list] = defaultdict(list)
     by_thread: dict[tuple, list[dict]] = {}
@@ -343,7 +350,7 @@ def _cpu_table(cpu_ops: list[dict]) -> pd.DataFrame:
         cols["event_bytes"].append(np.nan)
         cols["op"].append(e)
         cols["step"].append(float(e["ts"]))
-    _op_columns(cols, "self")
+    _op_columns(cols, "self", notes)
     return _finish(cols)
 
 
