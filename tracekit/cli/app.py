@@ -30,12 +30,13 @@ class Format(str, Enum):
     table = "table"
     json = "json"
     csv = "csv"
+    markdown = "markdown"
 
 
 @app.command()
 def explain(
     trace: str = typer.Argument(..., help="trace.json[.gz], a capture bundle folder, or an MLX .dot graph"),
-    format: Format = typer.Option(Format.table, "--format", "-f", help="table (people), json or csv"),
+    format: Format = typer.Option(Format.table, "--format", "-f", help="table (people), json, csv or markdown"),
     step_marker: Optional[str] = StepMarker,
     device: Optional[str] = DeviceOpt,
     spec: Optional[str] = SpecOpt,
@@ -45,6 +46,11 @@ def explain(
                                    "the per-step figures"),
     et: Optional[str] = typer.Option(None, "--et", help="The run's execution trace (et.json[.gz]): exact tensors "
                                      "and one-kernel floor (a capture bundle's et.json.gz is used by default)"),
+    html: Optional[str] = typer.Option(None, "--html", help="Also write a self-contained HTML report (diagnosis, "
+                                       "roofline, timeline, tables, fusion chain) to this file"),
+    perfetto: Optional[str] = typer.Option(None, "--perfetto", help="Also write the trace with tracekit's facts in each "
+                                           "kernel's args and per-step counters (Perfetto UI); .gz: gzipped"),
+    wide: bool = typer.Option(False, "--wide", help="Table: every column, whatever the terminal's width"),
 ) -> None:
     """Classify every kernel, count kernels per step, and set each against its roofline floor."""
     from tracekit.analyze import analyze_path
@@ -52,7 +58,7 @@ def explain(
 
     results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec, skip=skip_steps,
                            **({"et": et} if et else {}))
-    emit(results, format.value, top=top, fusion=fusion)
+    emit(results, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto)
 
 
 for command in (capture, check, diff, ranks):

@@ -222,6 +222,7 @@ def _device_table(events: list, rows: list[tuple], launches: dict, ops: dict, cp
         elif launch is None and "External id" in args:     # launch event not kept: trust the id
             op = ops.get(args["External id"])
         cols["name"].append(e["name"])
+        cols["event_index"].append(i)
         cols["kind"].append(kind)
         cols["device"].append(_as_int(args.get("device", e.get("pid")), 0))
         cols["stream"].append(_as_int(args.get("stream", e.get("tid")), -1))

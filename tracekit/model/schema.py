@@ -47,6 +47,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("op_rf_id", "int", "load", "the launching op's Record function id: the execution trace's rf_id of that "
            "call (fusion.exact joins on it; -1 none)"),
     Column("event_bytes", "float", "load", "bytes the trace itself gives a memcpy/memset (NaN for kernels)"),
+    Column("event_index", "int", "load", "position of the row's event in the trace's traceEvents list (explain "
+           "--perfetto annotates that event); -1 for rows not read from one trace event (CPU-only rows, MLX)"),
     Column("fused_ops", "object", "fusion", "list of lowercase aten-style op names the kernel performs"),
     Column("io", "object", "fusion", "ops.IO: tensors the row's op call reads and writes, or None"),
     Column("et_io", "object", "fusion", "fusion.exact.ExactIO: what the row's op call reads and writes by storage "

@@ -1,24 +1,46 @@
-"""explain's output: one format on stdout (table, JSON or CSV), warnings on stderr."""
+"""explain's output: one format on stdout (table, JSON, CSV or Markdown), warnings on stderr, and the
+files asked for (--html, --perfetto). Every format is written from one explain document per trace
+(``diagnosis.document``: the JSON contract with ``summary.diagnosis``)."""
 
 from __future__ import annotations
 
 import sys
 
-from tracekit.errors import one_line
+import orjson
+
+from tracekit.errors import TracekitError, one_line
 from tracekit.model.trace import Trace
-from tracekit.report.document import to_csv, to_json
+from tracekit.report.diagnosis import document
+from tracekit.report.document import to_csv
 from tracekit.report.table import print_tables
 
 
-def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False) -> None:
-    """Write one format to stdout; warnings go to stderr."""
+def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wide: bool = False,
+         html: str | None = None, perfetto: str | None = None) -> None:
+    """Write one format to stdout and the --html / --perfetto files; warnings go to stderr."""
     for t in traces:
         for w in t.warnings:
             print(f"tracekit: warning: {one_line(w, 500)}", file=sys.stderr)     # trace text: one bounded line
+    docs = [document(t) for t in traces] if fmt != "csv" or html or perfetto else []
+    if perfetto:
+        if len(traces) != 1:
+            raise TracekitError("--perfetto annotates one torch.profiler trace; this input holds several MLX graphs")
+        from tracekit.report.perfetto import write_perfetto
+        info = write_perfetto(traces[0], docs[0], perfetto)
+        print(f"tracekit: wrote {perfetto} ({info['annotated']} events annotated, {info['added_events']} added, "
+              f"{info['bytes']:,} bytes)", file=sys.stderr)
+    if html:
+        from tracekit.report.html import write_html
+        size = write_html(traces, docs, html)
+        print(f"tracekit: wrote {html} ({size:,} bytes)", file=sys.stderr)
     if fmt == "json":
-        sys.stdout.buffer.write(to_json(traces) + b"\n")
+        doc = docs[0] if len(docs) == 1 else {"graphs": docs}
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n")
     elif fmt == "csv":
         sys.stdout.write(to_csv(traces))
+    elif fmt == "markdown":
+        from tracekit.report.markdown import markdown
+        sys.stdout.write(markdown(traces, docs, top=top))
     else:
-        print_tables(traces, top=top, fusion=fusion)
+        print_tables(traces, top=top, fusion=fusion, wide=wide, docs=docs)
     sys.stdout.flush()

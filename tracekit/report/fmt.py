@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 
 def short_name(name: str, width: int = 72) -> str:
@@ -62,3 +63,39 @@ def fmt_bytes(x) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     return fmt_count(float(x)) + "B"
+
+
+_OPEN, _CLOSE = "<({[", ">)}]"
+
+
+def compact_name(name: str, width: int = 48) -> str:
+    """A kernel name for a narrow column: ``short_name``, then namespaces dropped and whatever sits two
+    brackets deep written as ``…`` (``elementwise_kernel<128, 4, gpu_kernel_impl<…>(…)>``); a name whose
+    brackets do not balance (``Memcpy HtoD (Pinned -> Device)``) is only shortened."""
+    s = short_name(name, 4096)
+    out, depth = [], 0
+    for c in s:
+        if c in _OPEN:
+            depth += 1
+            if depth == 2:
+                out.append(c + "…")
+            elif depth < 2:
+                out.append(c)
+        elif c in _CLOSE:
+            depth -= 1
+            if depth < 0:
+                return clip(_QUALIFIER.sub("", s) if "<" not in s else s, width)
+            if depth < 2:
+                out.append(c)
+        elif depth < 2:
+            out.append(c)
+    if depth != 0:
+        return clip(s, width)
+    s = _QUALIFIER.sub("", "".join(out)).replace(", ", ",").replace(" >", ">")
+    if len(s) > width > 12 and "<" not in s and "(" not in s:     # a plain name: its tail tells variants apart
+        tail = (width - 1) * 2 // 5
+        return clip(s[: width - 1 - tail] + "…" + s[-tail:], width)
+    return clip(s, width)
+
+
+_QUALIFIER = re.compile(r"(?<![\w:])(?:[A-Za-z_]\w*::)+")

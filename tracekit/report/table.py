@@ -1,6 +1,14 @@
-"""The rich table view of explain: header, steps, then kernel groups by time."""
+"""The rich table view of explain: header, diagnosis, steps, then kernel groups by time.
+
+The tables fit the console: columns are kept in a stated priority order while they fit (``STEP_COLUMNS``,
+``KERNEL_COLUMNS``: the first ones always stay), the kernel name takes the width that is left and is
+shortened to fit (``fmt.compact_name``), and the op, bound, category, dtype and shapes of a dropped column go on
+a second line under the kernel's name. ``wide`` keeps every column (a pipe or file gets 200 columns).
+"""
 
 from __future__ import annotations
+
+import io
 
 import pandas as pd
 from rich.console import Console
@@ -9,8 +17,17 @@ from rich.text import Text
 
 from tracekit.model.trace import Trace
 from tracekit.report.document import step_table
-from tracekit.report.fmt import _shapes, clip, fmt_count, fmt_gap, fmt_us, short_name
+from tracekit.report.fmt import _shapes, clip, compact_name, fmt_count, fmt_gap, fmt_us, short_name
 from tracekit.report.fusion_view import print_fusion
+
+KERNEL_MIN, KERNEL_MAX = 34, 70     # the kernel name column's width range
+SHAPES_MAX = 24                     # shapes fold onto more lines past this width
+# kernel table columns, most important first: the first four always stay; from the end they drop
+KERNEL_COLUMNS = ("time", "gap", "count", "floor", "op", "bound", "category", "dtype", "FLOPs", "bytes", "shapes")
+ALWAYS = {"time", "gap", "count"}
+ON_SECOND_LINE = ("op", "bound", "category", "dtype", "shapes")   # dropped text columns go under the name
+# step table columns in the same order: step, kernels and kernel time always stay
+STEP_COLUMNS = ("step", "kernels", "kernel time", "GPU busy", "idle", "gap", "floor", "costed")
 
 
 def kernel_groups(trace: Trace) -> pd.DataFrame:
@@ -36,12 +53,46 @@ def kernel_groups(trace: Trace) -> pd.DataFrame:
     return out.sort_values(key, ascending=False)
 
 
-def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False) -> None:
+def fmt_per_step(x: float) -> str:
+    """A per-step count: an integer where it is one (3, not 3.0), else one decimal."""
+    return f"{x:.0f}" if abs(x - round(x)) < 1e-9 else f"{x:.1f}"
+
+
+def _table_width(widths: list[int]) -> int:
+    """Width rich gives a table without an outer edge: each cell padded by one space on both sides,
+    one separator between columns, the outer padding kept."""
+    return sum(widths) + 3 * (len(widths) - 1) + 2 if widths else 0
+
+
+def _fit(cells: dict[str, list[str]], order: tuple, always: set, room: int) -> list[str]:
+    """The columns of ``order`` that fit in ``room`` cells, kept in priority order (``always`` stay)."""
+    width = {c: max([len(c)] + [max((len(x) for x in v.split("\n")), default=0) for v in cells[c]]) for c in order}
+    width["shapes"] = min(width.get("shapes", 0), SHAPES_MAX) if "shapes" in width else 0
+    kept = [c for c in order if c in always]
+    for c in order:
+        if c not in always and _table_width([width[k] for k in kept + [c]]) <= room:
+            kept.append(c)
+    return [c for c in order if c in kept]
+
+
+def _console(wide: bool = False) -> Console:
     probe = Console()
-    # pipes and files get room for every column; trace text is never markup ("[/]" in a kernel name) and
-    # is not highlighted (rich's highlighter is quadratic in a long name), here and in the fusion view
-    console = Console(width=probe.width if probe.is_terminal else 200, markup=False, highlight=False)
+    # pipes and files get room for every column (--wide: whatever the terminal); trace text is never markup
+    # ("[/]" in a kernel name) and is not highlighted (rich's highlighter is quadratic in a long name), here
+    # and in the fusion view
+    w = probe.width if probe.is_terminal else 200
+    return Console(width=max(w, 320) if wide else w, markup=False, highlight=False)
+
+
+def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide: bool = False,
+                 docs: list[dict] | None = None, console: Console | None = None) -> None:
+    """Header, diagnosis, per-step table and top kernel groups of each trace (``docs``: their explain
+    documents with the diagnosis, when the caller has them)."""
+    from tracekit.report.diagnosis import document
+
+    console = console or _console(wide)
     for gi, trace in enumerate(traces):
+        doc = docs[gi] if docs else document(trace)
         spec = trace.spec
         title = f"graph {gi}: " if len(traces) > 1 else ""
         console.print(Text(clip(f"{title}{trace.path}", 500), style="bold"))
@@ -51,28 +102,78 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False) -> No
         console.print(f"steps: {len(trace.steps) or 1} (rule: {clip(trace.step_rule)})   measured: "
                       + ("per-kernel device time as recorded by the profiler" if timed else
                          "nothing: a graph without timings (counts, FLOPs, bytes and floors only)"))
-        steps = step_table(trace)
-        st = Table(title="per step", show_edge=False)
-        for col in ("step", "kernels", "kernel time", "costed", "floor", "gap", "GPU busy", "idle between kernels"):
-            st.add_column(col, justify="right")
-        for r in steps.itertuples():
-            costed = "-" if r.costed_pct is None or pd.isna(r.costed_pct) else f"{r.costed_pct:.0f}%"
-            st.add_row(str(r.name), str(r.kernels), fmt_us(r.kernel_us), costed, fmt_us(r.floor_us), fmt_gap(r.gap),
-                       "-" if r.busy_pct is None or pd.isna(r.busy_pct) else f"{r.busy_pct:.0f}%", fmt_us(r.idle_us))
-        console.print(st)
-        groups = kernel_groups(trace)
-        kt = Table(title=f"top kernels (per step, mean over {max(1, len(trace.steps))} steps)", show_edge=False)
-        kt.add_column("kernel", overflow="ellipsis", no_wrap=True, max_width=48)
-        kt.add_column("category", no_wrap=True)
-        kt.add_column("op", overflow="ellipsis", no_wrap=True, max_width=26)
-        kt.add_column("shapes", overflow="fold", max_width=24)
-        for col in ("dtype", "count", "time", "FLOPs", "bytes", "floor", "bound", "gap"):
-            kt.add_column(col, justify="left" if col == "dtype" else "right", no_wrap=True)
-        for r in groups.head(top).itertuples():
-            kt.add_row(short_name(r.name, 70), str(r.category), clip(r.op_name.removeprefix("aten::")), clip(r.shapes),
-                       clip(r.dtype_s), f"{r.count:g}", fmt_us(r.dur_us),
-                       fmt_count(r.flops if r.flops else float("nan")), fmt_count(r.bytes if r.bytes else float("nan")),
-                       fmt_us(r.floor_us if r.floor_us else float("nan")), r.bound_s, fmt_gap(r.gap))
-        console.print(kt)
+        diagnosis = doc["summary"].get("diagnosis") or {}
+        for line in diagnosis.get("lines", []):
+            console.print(Text(line, style="bold" if line is diagnosis["lines"][0] else ""))
+        console.print(_step_table(trace, console.width, wide))
+        console.print(_kernel_table(trace, top, console.width, wide))
         if fusion:
             print_fusion(console, trace)
+
+
+def render_tables(traces: list[Trace], width: int, top: int = 15, wide: bool = False) -> str:
+    """What ``print_tables`` prints on a console ``width`` cells wide, as text (tests, Markdown-less
+    reports)."""
+    console = Console(width=width, markup=False, highlight=False, file=io.StringIO())
+    print_tables(traces, top=top, wide=wide, console=console)
+    return console.file.getvalue()
+
+
+def _step_table(trace: Trace, width: int, wide: bool) -> Table:
+    steps = step_table(trace)
+    cells = {c: [] for c in STEP_COLUMNS}
+    for r in steps.itertuples():
+        cells["step"].append(clip(r.name, 32))
+        cells["kernels"].append(str(r.kernels))
+        cells["kernel time"].append(fmt_us(r.kernel_us))
+        cells["costed"].append("-" if r.costed_pct is None or pd.isna(r.costed_pct) else f"{r.costed_pct:.0f}%")
+        cells["floor"].append(fmt_us(r.floor_us))
+        cells["gap"].append(fmt_gap(r.gap))
+        cells["GPU busy"].append("-" if r.busy_pct is None or pd.isna(r.busy_pct) else f"{r.busy_pct:.0f}%")
+        cells["idle"].append(fmt_us(r.idle_us))
+    cols = list(STEP_COLUMNS) if wide else _fit(cells, STEP_COLUMNS, {"step", "kernels", "kernel time"}, width)
+    st = Table(title="per step", show_edge=False)
+    for c in cols:
+        st.add_column("idle between kernels" if c == "idle" and wide else c, justify="right", no_wrap=True)
+    for i in range(len(steps)):
+        st.add_row(*(cells[c][i] for c in cols))
+    return st
+
+
+def _kernel_table(trace: Trace, top: int, width: int, wide: bool) -> Table:
+    groups = kernel_groups(trace).head(top)
+    names = [short_name(n, KERNEL_MAX) for n in groups["name"]] if len(groups) else []
+    cells = {c: [] for c in KERNEL_COLUMNS}
+    for r in groups.itertuples():
+        cells["category"].append(str(r.category))
+        cells["op"].append(clip(r.op_name.removeprefix("aten::"), 26))
+        cells["shapes"].append(clip(r.shapes))
+        cells["dtype"].append(clip(r.dtype_s, 10))
+        cells["count"].append(fmt_per_step(r.count))
+        cells["time"].append(fmt_us(r.dur_us))
+        cells["FLOPs"].append(fmt_count(r.flops if r.flops else float("nan")))
+        cells["bytes"].append(fmt_count(r.bytes if r.bytes else float("nan")))
+        cells["floor"].append(fmt_us(r.floor_us if r.floor_us else float("nan")))
+        cells["bound"].append(r.bound_s)
+        cells["gap"].append(fmt_gap(r.gap))
+    if wide:
+        cols, kw = list(KERNEL_COLUMNS), min(KERNEL_MAX, max([len(n) for n in names] + [len("kernel")]))
+    else:
+        cols = _fit(cells, KERNEL_COLUMNS, ALWAYS, width - KERNEL_MIN - 3)
+        others = _table_width([max([len(c)] + [len(x) for x in cells[c]]) if c != "shapes" else
+                               min(SHAPES_MAX, max([len(c)] + [len(x) for x in cells[c]])) for c in cols])
+        longest = max([len(n) for n in names] + [len("kernel")])
+        kw = max(KERNEL_MIN, min(KERNEL_MAX, longest, width - others - 3))
+    below = [c for c in ON_SECOND_LINE if c not in cols]
+    under = f"; under each kernel: {' · '.join(below)}" if below else ""
+    kt = Table(title=f"top kernels (per step, mean over {max(1, len(trace.steps))} steps{under})", show_edge=False)
+    kt.add_column("kernel", overflow="ellipsis", no_wrap=True, width=kw)
+    for c in cols:
+        kt.add_column(c, justify="left" if c in ("dtype", "category", "op", "shapes") else "right",
+                      no_wrap=c != "shapes", overflow="fold" if c == "shapes" else "ellipsis",
+                      max_width=SHAPES_MAX if c == "shapes" else None)
+    for i, (full, name) in enumerate(zip(groups["name"], names)):
+        label = name if len(name) <= kw else compact_name(full, kw)
+        extra = " · ".join(x for x in (cells[c][i] for c in below) if x and x != "-")
+        kt.add_row(label + (f"\n  {clip(extra, kw - 2)}" if extra else ""), *(cells[c][i] for c in cols))
+    return kt

@@ -1,0 +1,275 @@
+"""The diagnosis on top of every explain: where a step's time goes, what bounds it, what to try next.
+
+Computed from the explain document (``document.explain_dict``) alone, so the table, Markdown, HTML and
+JSON (``summary.diagnosis``) say the same words. Figures are per step, the mean over the document's steps.
+Rules (docs/report.md says them with their thresholds):
+
+- **launch-bound**: the GPU is busy less than half of the step, the step runs at least ``MANY_KERNELS``
+  kernels and its idle time is spread over many gaps (no one gap holds half of it): the GPU waits for
+  the host to launch each kernel. Next: CUDA graphs, unless the kernels already replay from one.
+- **host-bound**: busy less than half, but few kernels or one long gap: the host is doing something else.
+- **kernel-bound**: busy at least half: the kernels themselves; the groups with the most time above
+  their floor are named.
+- fusion is suggested only when at least ``MANY_UNFUSED`` unfused (one op, not Inductor's) memory- or
+  launch-bound elementwise/norm/reduction/softmax kernels per step take at least ``UNFUSED_SHARE`` of the
+  kernel time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from statistics import median
+
+from tracekit.report.fmt import compact_name, fmt_us
+
+BUSY_HOST = 50.0          # GPU busy % below which the host, not the kernels, sets the step's time
+MANY_KERNELS = 20         # kernels per step from which launch overhead adds up
+ONE_GAP = 0.5             # a single idle gap holding this share of the idle time: not launch overhead
+MANY_UNFUSED = 10         # unfused memory-bound kernels per step worth fusing ...
+UNFUSED_SHARE = 0.10      # ... when they take this share of the kernel time
+FUSABLE = {"elementwise", "reduction", "norm", "softmax"}     # categories whose kernels fusion merges
+
+
+def _num(x) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def _mean(xs) -> float | None:
+    vals = [v for v in (_num(x) for x in xs) if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _us(x: float | None) -> str:
+    """µs as fmt_us writes them, but a sub-0.1 µs floor in ns (not '0.00 µs')."""
+    return f"{x * 1e3:.1f} ns" if x is not None and 0 < x < 0.1 else fmt_us(x)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else (f"{x:.0f}%" if x >= 1 or x == 0 else f"{x:.1f}%")
+
+
+def _times(x: float | None) -> str:
+    return "-" if x is None else (f"{x:.1f}×" if x < 100 else f"{x:.0f}×")
+
+
+def _gaps(kernels: list[dict]) -> list[float]:
+    """Idle gaps between the union of the kernels' [start, end) intervals, in time order."""
+    spans = sorted((k["start_us"], k["start_us"] + k["dur_us"]) for k in kernels
+                   if _num(k.get("start_us")) is not None and _num(k.get("dur_us")) is not None)
+    gaps, end = [], None
+    for s, e in spans:
+        if end is not None and s > end:
+            gaps.append(s - end)
+        end = e if end is None else max(end, e)
+    return gaps
+
+
+def facts_of(doc: dict, launch_us: float | None = None) -> dict:
+    """The numbers the diagnosis rests on (per step: means over the document's steps)."""
+    steps = doc.get("steps") or []
+    s = doc.get("summary") or {}
+    n = max(1, len(steps))
+    kernels = doc.get("kernels") or []
+    step_ids = {st["step"] for st in steps}
+    in_steps = [k for k in kernels if k.get("step") in step_ids] if step_ids else kernels
+    by_step = defaultdict(list)
+    for k in in_steps:
+        by_step[k.get("step")].append(k)
+    gaps = [g for ks in by_step.values() for g in _gaps(ks)]
+    largest = [max(_gaps(ks), default=0.0) for ks in by_step.values()]
+    idle = sum(gaps)
+    durs = [d for d in (_num(k.get("dur_us")) for k in in_steps) if d is not None]
+    kernel_us = _mean(st.get("kernel_us") for st in steps)
+    window = sum(_num(st.get("window_us")) or 0.0 for st in steps)
+    busy_us = window - sum(_num(st.get("idle_us")) or 0.0 for st in steps)
+    launch = [k for k in in_steps if k.get("bound") == "launch"]
+    small = [k for k in in_steps if _unfused_memory(k)]
+    fused = _mean(s.get("fused_floor_us_per_step") or [])
+    kinds = sorted({k for k in (s.get("fused_floor_kind_per_step") or []) if k})
+    floor = _mean(st.get("floor_us") for st in steps)
+    costed_us = _mean(st.get("costed_us") for st in steps)
+    return {
+        "steps": len(steps),
+        "timed": bool(durs),
+        "cpu_only": bool(kernels) and all(k.get("kind") == "cpu_op" for k in kernels),
+        "kernels_per_step": len(in_steps) / n,
+        "kernel_us_per_step": kernel_us,
+        "median_kernel_us": median(durs) if durs else None,
+        "window_us_per_step": window / n if window else None,
+        "busy_pct": 100.0 * busy_us / window if window > 0 else None,
+        "idle_us_per_step": idle / n,
+        "idle_gaps_per_step": len(gaps) / n,
+        "median_idle_gap_us": median(gaps) if gaps else None,
+        "largest_idle_gap_share": (sum(largest) / idle) if idle > 0 else None,
+        "graph_share": sum(1 for k in in_steps if k.get("graph")) / len(in_steps) if in_steps else 0.0,
+        "shortest_kernel_us": launch_us,
+        "launch_bound_kernels_per_step": len(launch) / n,
+        "launch_bound_us_per_step": sum(_num(k.get("dur_us")) or 0.0 for k in launch) / n,
+        "unfused_memory_kernels_per_step": len(small) / n,
+        "unfused_memory_us_per_step": sum(_num(k.get("dur_us")) or 0.0 for k in small) / n,
+        "inductor_kernels_per_step": sum(1 for k in in_steps if str(k.get("name", "")).startswith("triton")) / n,
+        "floor_us_per_step": floor,
+        "gap": (costed_us / floor) if costed_us and floor else None,
+        "costed_pct": _mean(s.get("costed_pct_per_step") or []),
+        "fused_floor_us_per_step": fused,
+        "fused_floor_kind": "/".join(kinds) or None,
+        "top_categories": _top_categories(in_steps, n),
+        "top_above_floor": _above_floor(in_steps, n),
+    }
+
+
+def _unfused_memory(k: dict) -> bool:
+    """A memory- or launch-bound elementwise/norm/reduction/softmax kernel doing one op (not Inductor's)."""
+    ops = k.get("fused_ops")
+    return (k.get("bound") in ("memory", "launch") and k.get("category") in FUSABLE
+            and not str(k.get("name", "")).startswith("triton") and not (isinstance(ops, list) and len(ops) > 1))
+
+
+def _top_categories(kernels: list[dict], n: int) -> list[dict]:
+    t = defaultdict(float)
+    for k in kernels:
+        t[str(k.get("category"))] += _num(k.get("dur_us")) or 0.0
+    total = sum(t.values())
+    return [{"category": c, "us_per_step": v / n, "share": v / total if total else None}
+            for c, v in sorted(t.items(), key=lambda kv: -kv[1])[:3]]
+
+
+def _above_floor(kernels: list[dict], n: int, top: int = 3) -> list[dict]:
+    """Kernel groups (name, op) by time above their floor: a row's gap × floor is the time of its op
+    call's kernels (a split-K reduce counts with its GEMM), minus the floor."""
+    g: dict = {}
+    for k in kernels:
+        floor, gap = _num(k.get("floor_us")), _num(k.get("gap"))
+        if floor is None or gap is None:
+            continue
+        e = g.setdefault((k["name"], k.get("op")), {"name": k["name"], "op": k.get("op"), "us": 0.0, "floor_us": 0.0,
+                                                    "count": 0, "bound": k.get("bound")})
+        e["us"] += gap * floor
+        e["floor_us"] += floor
+        e["count"] += 1
+    rows = sorted(g.values(), key=lambda e: -(e["us"] - e["floor_us"]))[:top]
+    return [dict(r, us=r["us"] / n, floor_us=r["floor_us"] / n, count=r["count"] / n,
+                 above_us=(r["us"] - r["floor_us"]) / n, gap=r["us"] / r["floor_us"] if r["floor_us"] else None)
+            for r in rows if r["us"] > r["floor_us"]]
+
+
+def diagnose(doc: dict, launch_us: float | None = None) -> dict:
+    """``{"verdict", "lines" (one or two), "text", "next", "facts"}`` for one explain document."""
+    f = facts_of(doc, launch_us)
+    if f["cpu_only"]:
+        return _result("cpu-only", [f"CPU-only trace: {f['kernels_per_step']:.0f} top-level CPU ops per step, no "
+                                    "device kernels: nothing here bounds a GPU."], None, f)
+    if not f["kernels_per_step"]:
+        return _result("no kernels", ["No kernels inside the steps: nothing to diagnose."], None, f)
+    if not f["timed"]:
+        return _result("untimed", [f"An untimed graph: {f['kernels_per_step']:.0f} kernels, floor sum "
+                                   f"{_us(f['floor_us_per_step'])}, one-kernel floor "
+                                   f"{_us(f['fused_floor_us_per_step'])}; no times, so nothing says what bounds "
+                                   "it."], None, f)
+    verdict, first = _where(f)
+    nxt = _next(verdict, f)
+    second = _floors(f) + (f" Next: {nxt}" if nxt else "")
+    return _result(verdict, [first, second], nxt, f)
+
+
+def _result(verdict: str, lines: list[str], nxt: str | None, facts: dict) -> dict:
+    return {"verdict": verdict, "lines": lines, "text": "\n".join(lines), "next": nxt, "facts": facts}
+
+
+def _where(f: dict) -> tuple[str, str]:
+    busy, k = f["busy_pct"], f["kernels_per_step"]
+    per = f" (mean of {f['steps']} steps)" if f["steps"] > 1 else ""
+    if busy is not None and busy < BUSY_HOST:
+        spread = f["largest_idle_gap_share"] is not None and f["largest_idle_gap_share"] < ONE_GAP
+        head = (f"GPU busy {_pct(busy)} of the step{per}, {_us(f['kernel_us_per_step'])} of kernels in a "
+                f"{_us(f['window_us_per_step'])} span")
+        if k >= MANY_KERNELS and spread:
+            launch = ""
+            if f["launch_bound_kernels_per_step"] and f["shortest_kernel_us"]:
+                launch = (f"; {_n(f['launch_bound_kernels_per_step'])} have a floor below the device's shortest "
+                          f"kernel ({_us(f['shortest_kernel_us'])})")
+            return "launch-bound", (f"Launch-bound: {head}; {_n(k)} kernels per step (median "
+                                    f"{_us(f['median_kernel_us'])}) wait on the host: "
+                                    f"{_us(f['idle_us_per_step'])} idle in {_n(f['idle_gaps_per_step'])} gaps "
+                                    f"(median {_us(f['median_idle_gap_us'])}){launch}.")
+        one_gap = not spread and f["largest_idle_gap_share"] is not None and f["idle_gaps_per_step"] >= 3
+        why = (f"one gap holds {_pct(100 * f['largest_idle_gap_share'])} of the {_us(f['idle_us_per_step'])} idle"
+               if one_gap else f"{_us(f['idle_us_per_step'])} idle between only {_n(k)} kernels per step")
+        return "host-bound", f"Host-bound: {head}; {why}: the GPU waits while the host does other work."
+    cats = ", ".join(f"{c['category']} {_pct(100 * c['share'])}" for c in f["top_categories"] if c["share"])
+    top = f["top_above_floor"]
+    most = ""
+    if top:
+        t = top[0]
+        most = (f"; most time above a floor: {compact_name(t['name'], 48)} ({_op(t['op'])}{_n(t['count'])}×/step, "
+                f"{_us(t['us'])} against {_us(t['floor_us'])}, {_times(t['gap'])})")
+    return "kernel-bound", (f"Kernel-bound: GPU busy {_pct(busy)} of the step{per}, "
+                            f"{_us(f['kernel_us_per_step'])} of kernels ({cats}){most}.")
+
+
+def _n(x: float) -> str:
+    return f"{x:.0f}" if abs(x - round(x)) < 0.05 else f"{x:.1f}"
+
+
+def _op(op) -> str:
+    return f"{str(op).removeprefix('aten::')}, " if op else ""
+
+
+def _floors(f: dict) -> str:
+    t, floor, fused = f["kernel_us_per_step"], f["floor_us_per_step"], f["fused_floor_us_per_step"]
+    if floor is None:
+        return "No floors (no device spec, or no kernel costed)."
+    out = (f"Kernel time {_us(t)} is {_times(f['gap'])} its floor sum {_us(floor)} "
+           f"({_pct(f['costed_pct'])} of the time costed)")
+    if fused:
+        kind = {"exact": "exact, from the execution trace", "lower_bound": "a lower bound",
+                "estimate": "an estimate: no execution trace"}.get(
+            f["fused_floor_kind"] or "", f["fused_floor_kind"] or "")
+        if fused > floor * 1.001:          # fusion counted tensors the per-kernel floors do not: no ratio
+            out += f"; one-kernel floor {_us(fused)} ({kind}) exceeds the floor sum, so it is not compared here"
+        else:
+            out += (f"; one-kernel floor {_us(fused)} ({kind}): the step's kernels take {_times(t / fused)} it"
+                    + (f", its GPU span {_times(f['window_us_per_step'] / fused)}"
+                       if f["busy_pct"] is not None and f["busy_pct"] < BUSY_HOST and f["window_us_per_step"] else ""))
+    return out + "."
+
+
+def _next(verdict: str, f: dict) -> str | None:
+    """The next thing to try, only where the figures support it."""
+    t = f["kernel_us_per_step"] or 0.0
+    small = f["unfused_memory_kernels_per_step"]
+    fuse = small >= MANY_UNFUSED and t > 0 and f["unfused_memory_us_per_step"] >= UNFUSED_SHARE * t
+    how = "" if f["inductor_kernels_per_step"] else "; torch.compile"
+    fusion = (f"fuse the {_n(small)} single-op memory-bound elementwise/norm kernels per step "
+              f"({_us(f['unfused_memory_us_per_step'])}, {_pct(100 * f['unfused_memory_us_per_step'] / t) if t else '-'} "
+              f"of kernel time{how})")
+    if verdict == "launch-bound":
+        if f["graph_share"] >= 0.5:
+            return ("the kernels already replay from CUDA graphs: the idle is the host between replays "
+                    "(Python, synchronisation, data)" + (f"; {fusion}" if fuse else "") + ".")
+        return ("capture the step in a CUDA graph (torch.compile mode=\"reduce-overhead\", or torch.cuda.graphs) so "
+                f"its {_n(f['kernels_per_step'])} kernels launch at once" + (f"; then {fusion}" if fuse else "") + ".")
+    if verdict == "host-bound":
+        return "look at the host side of the idle time (CPU ops, data loading, synchronisation) in the trace."
+    if fuse:
+        return fusion[0].upper() + fusion[1:] + "."
+    top = f["top_above_floor"]
+    if top and top[0]["above_us"] >= 0.2 * t and (top[0]["gap"] or 0) >= 2:
+        return (f"{compact_name(top[0]['name'], 48)}: {_us(top[0]['above_us'])} per step above its floor, "
+                f"{_pct(100 * top[0]['above_us'] / t)} of kernel time.")
+    return None
+
+
+def with_diagnosis(doc: dict, launch_us: float | None = None) -> dict:
+    """The document with ``summary.diagnosis`` set (in place) and returned."""
+    doc.setdefault("summary", {})["diagnosis"] = diagnose(doc, launch_us)
+    return doc
+
+
+def document(trace) -> dict:
+    """``explain_dict(trace)`` with its diagnosis: the one document every format is written from."""
+    from tracekit.report.document import explain_dict
+
+    spec = trace.spec
+    return with_diagnosis(explain_dict(trace), getattr(spec, "launch_us", None) if spec is not None else None)
