@@ -63,6 +63,8 @@ def explain(
 
 for command in (capture, check, diff, ranks):
     command.register(app)
+from tracekit.cli import measure as measure_command  # noqa: E402  (tracekit measure, issue 13)
+measure_command.register(app)
 
 
 # optional packages a command may need: the extra that installs each (pyproject.toml)

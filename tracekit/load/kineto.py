@@ -19,6 +19,7 @@ from tracekit import bundle
 from tracekit.errors import TracekitError
 from tracekit.limits import UserRegex, read_input
 from tracekit.load.fields import Notes, bad_event, check_common, check_time, clean_device_args, clean_op_args
+from tracekit.load.runtime import runtime_per_step, runtime_record
 from tracekit.model.schema import KERNEL_COLUMNS, fill_missing
 from tracekit.model.trace import Step, Trace
 
@@ -99,6 +100,7 @@ def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
     launches: dict[int, dict] = {}         # correlation -> runtime event
     ops: dict[int, dict] = {}              # External id -> cpu op
     cpu_ops: list[dict] = []
+    runtime: list[tuple] = []               # (ts, dur, name, tid) of every runtime/driver call
     step_events: list[dict] = []
     notes = Notes()
     get_kind = DEVICE_CATEGORIES.get
@@ -126,6 +128,8 @@ def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
             if corr is not None:
                 check_time(e, p, i, dur=False)
                 launches[corr] = e
+            if (rec := runtime_record(e)) is not None:
+                runtime.append(rec)
         elif cat in CPU_OP_CATEGORIES:
             args = check_common(e, p, i)
             check_time(e, p, i)
@@ -150,6 +154,7 @@ def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
         raise TracekitError(f"{p}: nothing to explain: no device kernels and no CPU ops among its {len(events)} "
                             "events" + "".join(f"; {w}" for w in notes.warnings()))
     steps, step_rule = _steps(step_events, marker, step_marker)
+    meta["runtime_per_step"] = runtime_per_step(runtime, steps)     # host/launch figures (load/runtime.py)
     props, device_name = _device_properties(meta, notes)
     if device_rows:
         table = _device_table(events, device_rows, launches, ops, cpu_ops, notes)

@@ -29,11 +29,18 @@ def _clean(value):
     return value
 
 
+# where a step's time goes on the host (load/runtime.py): the step's wall time, launch calls and the CPU
+# time in them, host time between launches, time in *Synchronize calls, all runtime/driver time
+HOST_FIELDS = ("wall_us", "launches", "launch_us", "host_us", "sync_us", "runtime_us")
+
+
 def step_table(trace: Trace) -> pd.DataFrame:
-    """One row per step: kernels, kernel time, floor sum, gap, GPU busy % and idle time between kernels."""
+    """One row per step: kernels, kernel time, floor sum, gap, GPU busy % and idle time between kernels,
+    and the host side: wall time, launches, CPU time in launches, host time between them, syncs."""
     df = trace.kernels
     inside = df[df["step"] >= 0]
     rows = []
+    host = trace.metadata.get("runtime_per_step") or {}      # load/runtime.py: launches, host time per step
     indices = [s.index for s in trace.steps] or [0]
     names = {s.index: s.name for s in trace.steps}
     for k in indices:
@@ -48,7 +55,8 @@ def step_table(trace: Trace) -> pd.DataFrame:
                          costed_pct=(100.0 * costed_us / dur.sum()) if dur.sum() > 0 else None,
                          busy_pct=(100.0 * busy / window) if window > 0 else None,
                          idle_us=(window - busy) if window > 0 else None, window_us=window,
-                         fused_ops=fused_op_count(sk["fused_ops"])))
+                         fused_ops=fused_op_count(sk["fused_ops"]),
+                         **{f: (host.get(k) or {}).get(f) for f in HOST_FIELDS}))
     return pd.DataFrame(rows)
 
 
@@ -92,6 +100,7 @@ def explain_dict(trace: Trace) -> dict:
         "costed_pct_per_step": [r["costed_pct"] for r in step_rows],
         "busy_pct_per_step": [r["busy_pct"] for r in step_rows],
         "idle_us_per_step": [r["idle_us"] for r in step_rows],
+        **{f"{f}_per_step": [r[f] for r in step_rows] for f in HOST_FIELDS},
         "kernel_us_total": float(df["dur_us"].sum()) if len(df) else 0.0,
         "costed_time_pct": _clean(100.0 * df.loc[df["floor_us"].notna(), "dur_us"].sum() / df["dur_us"].sum())
         if len(df) and df["dur_us"].sum() > 0 else None,
