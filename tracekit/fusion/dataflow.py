@@ -196,17 +196,19 @@ def _outside_bytes(nodes: list[Node], outside: list[Value], exact: bool) -> floa
     """Bytes read from outside the step. By size (not exact), an op call's outside reads are its own
     tensors, and a call reads no more from outside than its cost model says it reads at all (an Inductor
     kernel handed a whole embedding table reads the rows it gathers: its bytes say so, its pointer does
-    not)."""
+    not); a call without a cost adds nothing, as its FLOPs add nothing (the estimate is over the costed
+    calls)."""
     if exact:
         return float(sum(v.tensor.nbytes for v in outside))
     per: dict[int, float] = {}
     for v in outside:
-        per[v.readers[0]] = per.get(v.readers[0], 0.0) + v.tensor.nbytes
+        reader = next((r for r in v.readers if nodes[r].bytes == nodes[r].bytes), v.readers[0])
+        per[reader] = per.get(reader, 0.0) + v.tensor.nbytes
     total = 0.0
     for i, b in per.items():
         n = nodes[i]
         writes = sum(t.nbytes for t in n.io.writes or ()) if n.io is not None else 0
-        total += min(b, max(0.0, n.bytes - writes)) if n.bytes == n.bytes else b
+        total += min(b, max(0.0, n.bytes - writes)) if n.bytes == n.bytes else 0.0
     return total
 
 
