@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -427,3 +428,16 @@ def test_the_regex_timer_keeps_another_alarm():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_a_fifo_as_spec_or_kernel_source_never_blocks(tmp_path):
+    """Synthetic: a named pipe as --spec is one line, exit 2; one in a bundle's kernels/ folder (named
+    like an Inductor source) is skipped, and the bundle explains."""
+    os.mkfifo(tmp_path / "spec.toml")
+    _one_line_error(_run_with_timeout("explain", EAGER, "--spec", tmp_path / "spec.toml"), "FIFO",
+                    "not a regular file", "spec file")
+    bundle = tmp_path / "bundle"
+    shutil.copytree(H200.parent / "bundles" / "seed_compile", bundle)
+    os.mkfifo(bundle / "kernels" / ("c" + "f" * 51 + ".py"))
+    proc = _run_with_timeout("explain", bundle, "--format", "json")
+    assert proc.returncode == 0, proc.stderr

@@ -21,6 +21,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from tracekit.errors import TracekitError
+from tracekit.limits import MAX_SMALL_FILE, read_input
 
 PEAK_KEYS = (
     "fp64", "fp64_tensor", "fp32", "fp32_tensor", "tf32",
@@ -192,10 +193,7 @@ def load_spec(path: str | Path) -> DeviceSpec:
         known = ", ".join(s.id for s in _builtin())
         raise TracekitError(f"{path}: cannot read spec file (no such file) and no builtin spec has that id "
                             f"(known: {known})")
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise TracekitError(f"{path}: cannot read spec file ({exc.strerror or exc})") from None
+    data = bytes(read_input(path, "spec file", limit=MAX_SMALL_FILE, gunzip=False))   # a FIFO never blocks
     return _parse(data, str(path))
 
 

@@ -16,11 +16,14 @@ View-like ops (view, reshape, t, permute, ...) move no data and are left out (th
 from __future__ import annotations
 
 import re
+import stat
 from pathlib import Path
 
 import pandas as pd
 
+from tracekit.errors import TracekitError
 from tracekit.fusion.dataflow import node_io, signature_roles
+from tracekit.limits import read_input
 from tracekit.ops import OpCall, lookup, plain_name
 from tracekit.ops.inductor import (
     drop_views,
@@ -82,10 +85,9 @@ class KernelSources:
             self._texts = {}
             if self.folder is not None:
                 for p in sorted(self.folder.glob("*.py")):
-                    try:
-                        self._texts[p.name] = p.read_text(errors="replace")
-                    except OSError:
-                        continue
+                    text = _read_source(str(p))
+                    if text is not None:
+                        self._texts[p.name] = text
         return self._texts
 
     def roles(self, name: str, kernel_file) -> list[str] | None:
@@ -127,13 +129,14 @@ class KernelSources:
 
 
 def _read_source(path: str) -> str | None:
-    """A kernel source a trace's ``kernel_file`` names, when it is a regular .py file here (≤ 16 MiB)."""
+    """A kernel source (a bundle's copy, or what a trace's ``kernel_file`` names), when it is a regular
+    .py file here of at most 16 MiB; a FIFO or a device is never opened for reading."""
     try:
         p = Path(path)
-        if p.suffix != ".py" or not p.is_file() or p.stat().st_size > (16 << 20):
+        if p.suffix != ".py" or not stat.S_ISREG(p.stat().st_mode) or p.stat().st_size > (16 << 20):
             return None
-        return p.read_text(errors="replace")
-    except (OSError, ValueError):
+        return bytes(read_input(p, "kernel source", limit=16 << 20, gunzip=False)).decode(errors="replace")
+    except (OSError, ValueError, TracekitError):
         return None
 
 
