@@ -17,6 +17,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
+from typing import Iterator
 
 from tracekit.errors import TracekitError
 
@@ -108,46 +109,57 @@ def _too_big(path, what: str, limit: int) -> TracekitError:
                          "TRACEKIT_MAX_INPUT_BYTES; raise it if the file is real)")
 
 
-def read_input(path: str | Path, what: str = "trace", limit: int | None = None, gunzip: bool = True) -> bytearray:
-    """The bytes of a regular file, gunzipped as a stream when it starts with the gzip magic.
-
-    Refused (TracekitError) beyond ``limit`` bytes (default ``TRACEKIT_MAX_INPUT_BYTES``) after
-    decompression, or when gzip expands more than ``TRACEKIT_MAX_GZIP_RATIO`` times."""
+def iter_input(path: str | Path, what: str = "trace", limit: int | None = None, gunzip: bool = True,
+               block: int = _CHUNK) -> Iterator[bytes]:
+    """The bytes of a regular file in blocks, gunzipped as a stream (every member) when it starts with
+    the gzip magic. Refused (TracekitError) beyond ``limit`` bytes (default ``TRACEKIT_MAX_INPUT_BYTES``)
+    after decompression, or when gzip expands more than ``TRACEKIT_MAX_GZIP_RATIO`` times."""
     limit = max_input_bytes() if limit is None else limit
     with open_regular(path, what) as fh:
         try:
-            head = fh.read(2)
-            if gunzip and head == b"\x1f\x8b":
-                return _gunzip(fh, head, path, what, limit)
-            data = bytearray(head)
-            while len(data) <= limit and (block := fh.read(min(_CHUNK, limit + 1 - len(data)))):
-                data += block
+            first = fh.read(block)
+            if gunzip and first[:2] == b"\x1f\x8b":
+                yield from _gunzip(fh, first, path, what, limit, block)
+                return
+            total = 0
+            while first:
+                total += len(first)
+                if total > limit:
+                    raise _too_big(path, what, limit)
+                yield first
+                first = fh.read(block)
         except OSError as exc:
             raise TracekitError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    if len(data) > limit:
-        raise _too_big(path, what, limit)
-    return data
 
 
-def _gunzip(fh, head: bytes, path, what: str, limit: int) -> bytearray:
+def read_input(path: str | Path, what: str = "trace", limit: int | None = None, gunzip: bool = True) -> bytearray:
+    """The whole of ``iter_input``: a regular file's bytes, gunzipped, within the size and ratio limits."""
+    out = bytearray()
+    for piece in iter_input(path, what, limit, gunzip):
+        out += piece
+    return out
+
+
+def _gunzip(fh, first: bytes, path, what: str, limit: int, block: int) -> Iterator[bytes]:
     """Stream-decompress every gzip member of ``fh``, keeping the size and ratio bounds."""
     ratio = max_gzip_ratio()
-    out, consumed = bytearray(), 0
+    produced, consumed = 0, 0
     d = zlib.decompressobj(wbits=31)
-    block = head + fh.read(_CHUNK)
     try:
-        while block:
-            consumed += len(block)
-            data = block
+        while first:
+            consumed += len(first)
+            data = first
             while True:
-                piece = d.decompress(data, _CHUNK)
-                out += piece
-                if len(out) > limit:
+                piece = d.decompress(data, block)
+                produced += len(piece)
+                if produced > limit:
                     raise _too_big(path, f"{what} (decompressed)", limit)
-                if len(out) > RATIO_FLOOR and len(out) > ratio * consumed:
-                    raise TracekitError(f"{path}: gzip expands more than {ratio:g}× ({size_text(len(out))} from "
+                if produced > RATIO_FLOOR and produced > ratio * consumed:
+                    raise TracekitError(f"{path}: gzip expands more than {ratio:g}× ({size_text(produced)} from "
                                         f"{size_text(consumed)}): refused as a likely gzip bomb (the limit is "
                                         "TRACEKIT_MAX_GZIP_RATIO; raise it if the trace is real)")
+                if piece:
+                    yield piece
                 if d.eof:
                     rest = d.unused_data
                     if rest[:2] == b"\x1f\x8b":                 # another gzip member follows
@@ -157,14 +169,13 @@ def _gunzip(fh, head: bytes, path, what: str, limit: int) -> bytearray:
                         raise TracekitError(f"{path}: bad gzip (unexpected bytes after the compressed data)")
                     break
                 data = d.unconsumed_tail
-                if not data and len(piece) < _CHUNK:
+                if not data and len(piece) < block:
                     break
-            block = fh.read(_CHUNK)
+            first = fh.read(block)
     except zlib.error as exc:
         raise TracekitError(f"{path}: bad or truncated gzip ({exc})") from None
     if not d.eof:
         raise TracekitError(f"{path}: bad or truncated gzip (the compressed stream ends early)")
-    return out
 
 
 def read_head(path: str | Path, size: int = 65536, what: str = "file") -> bytes:

@@ -18,14 +18,13 @@ from __future__ import annotations
 import codecs
 import json
 import re
-import zlib
 from array import array
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from tracekit.errors import TracekitError
-from tracekit.limits import RATIO_FLOOR, max_gzip_ratio, max_input_bytes, open_regular, size_text
+from tracekit.limits import iter_input
 from tracekit.ops.tensors import DTYPES
 
 BLOCK = 1 << 20                      # bytes read at a time
@@ -92,57 +91,9 @@ def _bad(path: Path, what: str) -> TracekitError:
 
 
 def _blocks(path: Path) -> Iterator[bytes]:
-    """The file's bytes in blocks, gunzipped as a stream (every member) when it starts with the gzip
-    magic; a regular file only, within the input limits (tracekit.limits: TRACEKIT_MAX_INPUT_BYTES
-    after decompression, TRACEKIT_MAX_GZIP_RATIO)."""
-    limit, ratio = max_input_bytes(), max_gzip_ratio()
-    with open_regular(path, "PyTorch execution trace") as fh:
-        try:
-            first = fh.read(BLOCK)
-        except OSError as exc:
-            raise _bad(path, f"cannot read ({exc.strerror or exc})") from None
-        if first[:2] != b"\x1f\x8b":
-            total, block = 0, first
-            while block:
-                total += len(block)
-                if total > limit:
-                    raise _bad(path, f"is larger than {size_text(limit)}: refused (the limit is "
-                                     "TRACEKIT_MAX_INPUT_BYTES; raise it if the file is real)")
-                yield block
-                block = fh.read(BLOCK)
-            return
-        d, consumed, produced, block = zlib.decompressobj(wbits=31), 0, 0, first
-        try:
-            while block:
-                consumed += len(block)
-                data = block
-                while data:
-                    piece = d.decompress(data, BLOCK)
-                    produced += len(piece)
-                    if produced > limit:
-                        raise _bad(path, f"is larger than {size_text(limit)} decompressed: refused (the limit is "
-                                         "TRACEKIT_MAX_INPUT_BYTES; raise it if the file is real)")
-                    if produced > RATIO_FLOOR and produced > ratio * consumed:
-                        raise _bad(path, f"gzip expands more than {ratio:g}×: refused as a likely gzip bomb (the "
-                                         "limit is TRACEKIT_MAX_GZIP_RATIO; raise it if the trace is real)")
-                    if piece:
-                        yield piece
-                    if d.eof:
-                        rest = d.unused_data
-                        if rest[:2] == b"\x1f\x8b":                 # another gzip member follows
-                            d, data = zlib.decompressobj(wbits=31), rest
-                            continue
-                        if rest.strip(b"\x00"):
-                            raise _bad(path, "bad gzip (unexpected bytes after the compressed data)")
-                        break
-                    data = d.unconsumed_tail
-                block = fh.read(BLOCK)
-        except zlib.error as exc:
-            raise _bad(path, f"bad or truncated gzip ({exc})") from None
-        except OSError as exc:
-            raise _bad(path, f"cannot read ({exc.strerror or exc})") from None
-        if not d.eof:
-            raise _bad(path, "bad or truncated gzip (the compressed stream ends early)")
+    """The file's bytes in blocks, gunzipped as a stream: tracekit.limits.iter_input (a regular file
+    only, within TRACEKIT_MAX_INPUT_BYTES after decompression and TRACEKIT_MAX_GZIP_RATIO)."""
+    return iter_input(path, "PyTorch execution trace", block=BLOCK)
 
 
 def _chunks(path: Path) -> Iterator[str]:
