@@ -332,3 +332,152 @@ def test_markdown_has_the_diagnosis_the_steps_and_the_top_kernels():
     assert len(top) == 10
     for line in tables:                                           # every row has its table's column count
         assert len(re.findall(r"(?<!\\)\|", line)) in (5, 6, 9)
+
+
+# ---- explain --by / --sort / --filter (issue 12 item 4) ----------------------------------------------
+
+def _json_groups(doc: dict, key, pattern: str | None = None) -> dict:
+    """Per-step sums of the steps' kernels grouped by ``key(kernel)``, from the explain JSON alone:
+    count, time, floor (the floors there are) and whether every kernel of the group has one."""
+    steps = {s["step"] for s in doc["steps"]}
+    out = defaultdict(lambda: {"count": 0, "time": 0.0, "floor": 0.0, "all": True})
+    for k in doc["kernels"]:
+        if k["step"] not in steps:
+            continue
+        if pattern and not (re.search(pattern, k["name"]) or (k["op"] and re.search(pattern, k["op"]))):
+            continue
+        g = out[key(k)]
+        g["count"] += 1
+        g["time"] += k["dur_us"] or 0.0
+        g["floor"] += k["floor_us"] or 0.0
+        g["all"] = g["all"] and k["floor_us"] is not None
+    n = len(steps)
+    return {name: {"count": g["count"] / n, "time": g["time"] / n, "floor": g["floor"] / n, "all": g["all"]}
+            for name, g in out.items()}
+
+
+def _top_rows(out: str) -> list[list[str]]:
+    """The cells of the top table's rows (its second lines left out)."""
+    part = out[out.index("\ntop ") if "\ntop " in out else out.index(" top "):]
+    rows = [line.replace("┃", "│") for line in part.splitlines()
+            if line.count("│") + line.count("┃") >= 3 and not line.startswith("   ")]
+    return [[c.strip() for c in line.split("│")] for line in rows]
+
+
+def _fmt_count(x: float) -> str:
+    return str(round(x)) if abs(x - round(x)) < 1e-9 else f"{x:.1f}"
+
+
+@pytest.mark.parametrize("source", [GPT, LLAMA], ids=["gpt", "llama"])
+@pytest.mark.parametrize("width", [80, 120])
+def test_top_table_by_op_and_category_sorted_by_each_key(source, width):
+    from tracekit.report.table import render_tables
+
+    doc = explain_json(source)
+    traces = analyze(source)
+    for by, key in (("op", lambda k: (k["op"] or "-").removeprefix("aten::")), ("category", lambda k: k["category"])):
+        groups = _json_groups(doc, key)
+        for sort, value in (("time", lambda g: g["time"]), ("count", lambda g: g["count"]),
+                            ("floor", lambda g: g["floor"])):
+            out = render_tables(traces, width, top=5, by=by, sort=sort)
+            assert max(len(line) for line in out.splitlines()) <= width
+            rows = _top_rows(out)
+            assert rows[0][0] == by and len(rows) == 1 + min(5, len(groups))
+            names = [r[0] for r in rows[1:]]
+            expected = sorted(groups, key=lambda n: -value(groups[n]))[:5]
+            # ties (equal counts) may come in either order: compare the sorted values, then each row's own
+            assert [value(groups[n]) for n in names] == pytest.approx([value(groups[n]) for n in expected])
+            count_col = rows[0].index("count")
+            for r in rows[1:]:
+                assert r[count_col] == _fmt_count(groups[r[0]]["count"])
+
+
+def test_top_table_sorted_by_gap_puts_groups_without_a_floor_last():
+    from tracekit.report.table import render_tables
+
+    doc = explain_json(LLAMA)
+    groups = _json_groups(doc, lambda k: k["category"])
+    gaps = {n: (g["time"] / g["floor"] if g["all"] and g["floor"] else None) for n, g in groups.items()}
+    out = render_tables(analyze(LLAMA), 120, top=10, by="category", sort="gap")
+    names = [r[0] for r in _top_rows(out)[1:]]
+    with_gap = sorted((n for n in gaps if gaps[n] is not None), key=lambda n: -gaps[n])
+    assert names[:len(with_gap)] == with_gap and set(names[len(with_gap):]) == {n for n in gaps if gaps[n] is None}
+    assert "by gap" in out
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_filter_keeps_only_matching_kernels(width):
+    from tracekit.limits import UserRegex
+    from tracekit.report.table import render_tables
+
+    doc = explain_json(GPT)
+    groups = _json_groups(doc, lambda k: (k["op"] or "-").removeprefix("aten::"), pattern="nvjet|gemm")
+    out = render_tables(analyze(GPT), width, top=50, by="op", pattern=UserRegex("nvjet|gemm", "--filter"))
+    assert max(len(line) for line in out.splitlines()) <= width
+    rows = _top_rows(out)[1:]
+    assert {r[0] for r in rows} == set(groups) and len(groups) >= 1
+    t = rows[0][1]
+    top = max(groups.values(), key=lambda g: g["time"])
+    value = float(t.split()[0]) * {"µs": 1, "ms": 1e3, "s": 1e6}[t.split()[1]]
+    assert value == pytest.approx(top["time"], abs=0.01 * 1e3 if "ms" in t else 0.01)
+    assert "matching 'nvjet|gemm'" in out
+
+
+def test_by_sort_filter_on_the_command_line_and_in_markdown():
+    proc = run_cli("explain", GPT, "--by", "category", "--sort", "count", "--format", "markdown")
+    assert proc.returncode == 0, proc.stderr
+    groups = _json_groups(explain_json(GPT), lambda k: k["category"])
+    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| ")]
+    head = next(i for i, r in enumerate(rows) if r[0].strip() == "category" and r[1].strip() == "count")
+    body = [[c.strip() for c in r] for r in rows[head + 1:head + 1 + len(groups)]]
+    assert [groups[r[0]]["count"] for r in body] == sorted((g["count"] for g in groups.values()), reverse=True)
+    assert all(r[1] == _fmt_count(groups[r[0]]["count"]) for r in body)
+    refused = run_cli("explain", GPT, "--filter", "(a+)+")
+    assert refused.returncode == 2 and "--filter" in refused.stderr
+    none = run_cli("explain", GPT, "--filter", "no_such_kernel_anywhere")
+    assert none.returncode == 0 and "nvjet" not in none.stdout
+    assert run_cli("explain", GPT, "--by", "shape").returncode == 2
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path, monkeypatch):
+    import contextlib
+    import io
+
+    from tracekit.cli import app
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (app.PROGRESS_BYTES + 1))
+    assert isinstance(app._loading(str(big), io.StringIO()), contextlib.nullcontext)        # a pipe: nothing
+    assert isinstance(app._loading(str(LLAMA), Tty()), contextlib.nullcontext)              # small: nothing
+    tty = Tty()
+    with app._loading(str(big), tty):
+        pass
+    assert "loading big.json" in tty.getvalue()
+    proc = run_cli("explain", LLAMA)                                       # tests run without a TTY
+    assert proc.returncode == 0 and proc.stderr == ""
+
+
+# ---- the fusion view fits ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("source", [LLAMA, GPT], ids=["llama", "gpt"])
+@pytest.mark.parametrize("width", [80, 120])
+def test_fusion_view_fits_the_terminal(source, width):
+    from tracekit.report.table import render_tables
+
+    out = render_tables(analyze(source), width, fusion=True)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert not re.search(r"[│┃]\s*…\s*[│┃]", out)
+    fusion = explain_json(source)["summary"]["fusion_per_step"]
+    part = out[out.index("fusion per step"):]
+    for p in fusion:                                                      # every step's row, its kernel count
+        assert re.search(rf"│\s+{p['kernels']} │\s+{p['op_calls']} │", part)
+    chain = part[part.index("kernel chain"):]
+    # every chain row starts with its index, in order, with no header letters folded one per line
+    idx = [int(line.split("│")[0]) for line in chain.splitlines() if re.match(r"\s*\d+ │", line)]
+    assert idx[:10] == list(range(10))
+    assert "writes → read by" in chain

@@ -26,6 +26,50 @@ def _root() -> None:
     """Where the GPU time went: kernels, fusion and roofline floors from profiler traces."""
 
 
+class By(str, Enum):
+    kernel = "kernel"
+    op = "op"
+    category = "category"
+
+
+class Sort(str, Enum):
+    time = "time"
+    gap = "gap"
+    floor = "floor"
+    count = "count"
+
+
+PROGRESS_BYTES = 8 << 20     # inputs at least this large on disk get a progress bar (on a TTY)
+
+
+def _loading(trace: str, stream=None):
+    """A transient progress bar on stderr while a large input loads, only when stderr is a terminal
+    (nothing in pipes, files or tests); else a context that does nothing."""
+    import contextlib
+    from pathlib import Path
+
+    stream = stream if stream is not None else sys.stderr
+    p = Path(trace)
+    try:
+        size = sum(f.stat().st_size for f in p.glob("*.json*")) if p.is_dir() else p.stat().st_size
+    except OSError:
+        size = 0
+    if size < PROGRESS_BYTES or not getattr(stream, "isatty", lambda: False)():
+        return contextlib.nullcontext()
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn(f"loading {p.name} ({size / 1e6:.0f} MB)"), BarColumn(), TimeElapsedColumn(),
+                        console=Console(file=stream, markup=False, highlight=False), transient=True)
+
+    @contextlib.contextmanager
+    def bar():
+        with progress:
+            progress.add_task("load", total=None)        # the loader reports no fraction: a pulsing bar
+            yield
+    return bar()
+
+
 class Format(str, Enum):
     table = "table"
     json = "json"
@@ -40,7 +84,12 @@ def explain(
     step_marker: Optional[str] = StepMarker,
     device: Optional[str] = DeviceOpt,
     spec: Optional[str] = SpecOpt,
-    top: int = typer.Option(15, "--top", help="Kernel groups shown per step in the table"),
+    top: int = typer.Option(15, "--top", min=1, help="Groups shown in the top table (table, markdown)"),
+    by: By = typer.Option(By.kernel, "--by", help="Top table groups by kernel (name, op, shapes), op or category"),
+    sort: Sort = typer.Option(Sort.time, "--sort", help="Top table order, largest first: time, gap (time over "
+                              "floor), floor or count (per step)"),
+    filter: Optional[str] = typer.Option(None, "--filter", help="Top table: only kernels whose name or op matches "
+                                         "this regex (Python syntax, searched)"),
     fusion: bool = typer.Option(False, "--fusion", help="Show the fusion view: kernel chain, intermediates, headroom"),
     skip_steps: int = typer.Option(0, "--skip-steps", min=0, help="Leading steps (warm-up, compile) left out of "
                                    "the per-step figures"),
@@ -54,11 +103,15 @@ def explain(
 ) -> None:
     """Classify every kernel, count kernels per step, and set each against its roofline floor."""
     from tracekit.analyze import analyze_path
+    from tracekit.limits import UserRegex
     from tracekit.report.emit import emit
 
-    results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec, skip=skip_steps,
-                           **({"et": et} if et else {}))
-    emit(results, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto)
+    pattern = UserRegex(filter, "--filter") if filter is not None else None     # refused before loading
+    with _loading(trace):
+        results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec, skip=skip_steps,
+                               **({"et": et} if et else {}))
+    emit(results, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
+         by=by.value, sort=sort.value, pattern=pattern)
 
 
 for command in (capture, check, diff, ranks):

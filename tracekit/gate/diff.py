@@ -240,20 +240,22 @@ def to_markdown(doc: dict, top: int = 10) -> str:
     a, b = doc["a"], doc["b"]
     regs = doc["regressions"]
     head = "✅ no regression" if not regs else f"❌ {len(regs)} regression(s)"
-    lines = [f"### tracekit diff: {head}", "",
-             f"**A** `{a['path']}` ({a['device'] or 'unknown device'}, {a['steps']} steps)  ",
-             f"**B** `{b['path']}` ({b['device'] or 'unknown device'}, {b['steps']} steps)", "",
-             "| per step (median) | A | B | delta |", "|---|---:|---:|---:|"]
-    for key, label in PER_STEP:
-        d = doc["per_step"][key]
-        lines.append(f"| {label} | {fmt_num(d['a'], 2)} | {fmt_num(d['b'], 2)} | {_pct(d)} |")
-    lines += ["", "| category | kernels/step A | B | us/step A | B |", "|---|---:|---:|---:|---:|"]
-    for c in sorted(doc["by_category"], key=lambda c: -abs(c["us_delta"])):
-        lines.append(f"| {c['category']} | {fmt_num(c['kernels_a'], 2)} | {fmt_num(c['kernels_b'], 2)} | "
-                     f"{fmt_num(c['us_a'], 2)} | {fmt_num(c['us_b'], 2)} |")
+    from tracekit.report.markdown import md_code, md_table, md_text      # the pieces explain's Markdown uses
+
+    def side(tag: str, s: dict) -> str:
+        return f"**{tag}** {md_code(s['path'], 500)} ({md_text(s['device'] or 'unknown device', 80)}, {s['steps']} steps)"
+
+    lines = [f"### tracekit diff: {head}", "", side("A", a) + "  ", side("B", b), ""]
+    lines += md_table(["per step (median)", "A", "B", "delta"], "lrrr",
+                      [[label, fmt_num(doc["per_step"][key]["a"], 2), fmt_num(doc["per_step"][key]["b"], 2),
+                        _pct(doc["per_step"][key])] for key, label in PER_STEP])
+    lines += [""] + md_table(["category", "kernels/step A", "B", "us/step A", "B"], "lrrrr",
+                             [[md_text(c["category"]), fmt_num(c["kernels_a"], 2), fmt_num(c["kernels_b"], 2),
+                               fmt_num(c["us_a"], 2), fmt_num(c["us_b"], 2)]
+                              for c in sorted(doc["by_category"], key=lambda c: -abs(c["us_delta"]))])
     if regs:
-        lines += ["", "**Regressions**", ""] + [f"- `{r['rule']}`: expected {r['expected']}, found {r['found']}"
-                                                for r in regs]
+        lines += ["", "**Regressions**", ""] + [f"- {md_code(r['rule'], 200)}: expected {md_text(r['expected'], 500)}, "
+                                                f"found {md_text(r['found'], 500)}" for r in regs]
     klines = _kernel_lines(doc, top, md=True)
     lines += ["", "<details><summary>" + klines[0] + "</summary>", "", "```diff"]
     lines += [ln.strip().replace("`", "").replace("~ ", "! ", 1) for ln in klines[1:]] + ["```", "</details>", ""]

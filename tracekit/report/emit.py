@@ -16,8 +16,11 @@ from tracekit.report.table import print_tables
 
 
 def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wide: bool = False,
-         html: str | None = None, perfetto: str | None = None) -> None:
-    """Write one format to stdout and the --html / --perfetto files; warnings go to stderr."""
+         html: str | None = None, perfetto: str | None = None, by: str = "kernel", sort: str = "time",
+         pattern=None) -> None:
+    """Write one format to stdout and the --html / --perfetto files; warnings go to stderr. ``by``,
+    ``sort``, ``pattern`` (a ``limits.UserRegex``): what the top table of the table and Markdown formats
+    shows (JSON, CSV and HTML keep every kernel)."""
     for t in traces:
         for w in t.warnings:
             print(f"tracekit: warning: {one_line(w, 500)}", file=sys.stderr)     # trace text: one bounded line
@@ -40,7 +43,7 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
         sys.stdout.write(to_csv(traces))
     elif fmt == "markdown":
         from tracekit.report.markdown import markdown
-        sys.stdout.write(markdown(traces, docs, top=top))
+        sys.stdout.write(markdown(traces, docs, top=top, by=by, sort=sort, pattern=pattern))
     else:
-        print_tables(traces, top=top, fusion=fusion, wide=wide, docs=docs)
+        print_tables(traces, top=top, fusion=fusion, wide=wide, docs=docs, by=by, sort=sort, pattern=pattern)
     sys.stdout.flush()

@@ -59,6 +59,27 @@ def _shapes(dims) -> str:
                     else "" for d in dims).strip()
 
 
+def table_width(widths: list[int]) -> int:
+    """Width rich gives a table without an outer edge: each cell padded by one space on both sides,
+    one separator between columns, the outer padding kept."""
+    return sum(widths) + 3 * (len(widths) - 1) + 2 if widths else 0
+
+
+def cell_width(column: str, values: list[str]) -> int:
+    """The widest line of a column: its header and every cell (a cell may hold several lines)."""
+    return max([len(column)] + [max((len(x) for x in v.split("\n")), default=0) for v in values])
+
+
+def fit_columns(width: dict[str, int], order: tuple, always: set, room: int) -> list[str]:
+    """The columns of ``order`` (widths in ``width``) that fit in ``room`` cells, kept in priority order:
+    those in ``always`` stay, then each next one that still fits."""
+    kept = [c for c in order if c in always]
+    for c in order:
+        if c not in always and table_width([width[k] for k in kept + [c]]) <= room:
+            kept.append(c)
+    return [c for c in order if c in kept]
+
+
 def fmt_bytes(x) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"

@@ -1,5 +1,8 @@
 """``explain --format markdown``: a PR comment: the diagnosis, the per-step table, the top kernel groups
-and time by category, from the same explain document and kernel groups as the table and HTML report."""
+and time by category, from the same explain document and kernel groups as the table and HTML report.
+
+The pieces (``md_text``, ``md_code``, ``md_table``, ``md_diagnosis``, ``md_steps``) are what ``check`` and ``diff``
+write their Markdown with, so a kernel name, a path or a table cell is escaped the same way everywhere."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from pathlib import Path
 
 from tracekit.model.trace import Trace
 from tracekit.report.fmt import clip, compact_name, fmt_gap, fmt_us, short_name
-from tracekit.report.table import fmt_per_step, kernel_groups
+from tracekit.report.table import fmt_per_step, top_groups, top_title
 
 
 def md_text(text, width: int = 120) -> str:
@@ -16,26 +19,61 @@ def md_text(text, width: int = 120) -> str:
     return clip(text, width).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("*", "\\*")
 
 
-def _code(text, width: int = 60) -> str:
+def md_code(text, width: int = 60) -> str:
+    """Trace text as inline code in Markdown (a table cell included): no backtick or pipe inside."""
     s = clip(text, width).replace("`", "'").replace("|", "¦")
     return f"`{s}`" if s else ""
 
 
-def _name(name: str, width: int = 60) -> str:
+_code = md_code
+
+
+def md_name(name: str, width: int = 60) -> str:
+    """A kernel name for Markdown: ``short_name``, or ``compact_name`` when that is still too long."""
     s = short_name(name, 400)
     return s if len(s) <= width else compact_name(name, width)
+
+
+_name = md_name
+
+
+def md_table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
+    """A Markdown table's lines: ``align`` one letter per column (``l`` left, ``r`` right); cells as given
+    (callers escape trace text with ``md_text`` / ``md_code``)."""
+    rule = "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"
+    return ["| " + " | ".join(header) + " |", rule] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def md_diagnosis(lines: list[str]) -> list[str]:
+    """The diagnosis as a quote, its first line in bold."""
+    out = []
+    for i, line in enumerate(lines):
+        out += ([">"] if i else []) + ["> " + (f"**{md_text(line, 2000)}**" if i == 0 else md_text(line, 2000))]
+    return out
+
+
+def md_steps(steps: list[dict]) -> list[str]:
+    """The per-step table of an explain document's ``steps``."""
+    return md_table(["step", "kernels", "kernel time", "costed", "floor", "gap", "GPU busy", "idle"], "lrrrrrrr",
+                    [[md_text(s["name"], 40), str(s["kernels"]), fmt_us(s["kernel_us"]), _pct(s.get("costed_pct")),
+                      fmt_us(s.get("floor_us")), fmt_gap(s.get("gap")), _pct(s.get("busy_pct")),
+                      fmt_us(s.get("idle_us"))] for s in steps])
 
 
 def _pct(x) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.0f}%"
 
 
-def markdown(traces: list[Trace], docs: list[dict], top: int = 15) -> str:
-    """The Markdown report of each trace (several MLX graphs: one section each)."""
-    return "\n\n".join(_one(t, d, top, gi if len(traces) > 1 else None) for gi, (t, d) in enumerate(zip(traces, docs)))
+def markdown(traces: list[Trace], docs: list[dict], top: int = 15, by: str = "kernel", sort: str = "time",
+             pattern=None) -> str:
+    """The Markdown report of each trace (several MLX graphs: one section each); ``by``, ``sort``,
+    ``pattern``: what the top table shows (``table.top_groups``)."""
+    return "\n\n".join(_one(t, d, top, gi if len(traces) > 1 else None, by, sort, pattern)
+                       for gi, (t, d) in enumerate(zip(traces, docs)))
 
 
-def _one(trace: Trace, doc: dict, top: int, graph: int | None) -> str:
+def _one(trace: Trace, doc: dict, top: int, graph: int | None, by: str = "kernel", sort: str = "time",
+         pattern=None) -> str:
     dev = doc.get("device") or {}
     name = Path(str(trace.path)).name if trace.path else "trace"
     head = f"### tracekit explain: {md_text(name, 80)}" + (f" (graph {graph})" if graph is not None else "")
@@ -43,32 +81,36 @@ def _one(trace: Trace, doc: dict, top: int, graph: int | None) -> str:
              f"Device: {md_text(dev.get('name') or 'none named', 80)}; spec: "
              f"{md_text(dev.get('spec') or 'none (no floors)', 40)}; {len(doc['steps'])} step(s), "
              f"rule {md_text(doc['summary'].get('step_rule'), 60)}; kernel time as the profiler recorded it.", ""]
-    diag = doc["summary"].get("diagnosis") or {}
-    for i, line in enumerate(diag.get("lines", [])):
-        lines += ([">"] if i else []) + ["> " + (f"**{md_text(line, 2000)}**" if i == 0 else md_text(line, 2000))]
-    lines += ["", "| step | kernels | kernel time | costed | floor | gap | GPU busy | idle |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for s in doc["steps"]:
-        lines.append(f"| {md_text(s['name'], 40)} | {s['kernels']} | {fmt_us(s['kernel_us'])} | {_pct(s.get('costed_pct'))} "
-                     f"| {fmt_us(s.get('floor_us'))} | {fmt_gap(s.get('gap'))} | {_pct(s.get('busy_pct'))} "
-                     f"| {fmt_us(s.get('idle_us'))} |")
-    groups = kernel_groups(trace)
+    lines += md_diagnosis((doc["summary"].get("diagnosis") or {}).get("lines", []))
+    lines += [""] + md_steps(doc["steps"])
+    groups = top_groups(trace, by, sort, pattern)
     steps = max(1, len(trace.steps))
-    lines += ["", f"**Top kernels** (per step, mean over {steps} step(s))", "",
-              "| kernel | op | category | count | time | floor | gap | bound |", "|---|---|---|---:|---:|---:|---:|---|"]
+    title = top_title(trace, by, sort, pattern, min(top, len(groups)), len(groups)).removeprefix("top ")
+    lines += ["", f"**Top {md_text(title)})**".replace("step(s)", "steps"), ""]
+    if by == "kernel":
+        head, align = ["kernel", "op", "category", "count", "time", "floor", "gap", "bound"], "lllrrrrl"
+    else:
+        head = [by] + (["category"] if by == "op" else []) + ["count", "time", "floor", "gap", "bound"]
+        align = "l" + ("l" if by == "op" else "") + "rrrrl"
+    rows = []
     for r in groups.head(top).itertuples():
-        lines.append(f"| {_code(_name(r.name))} | {md_text(r.op_name.removeprefix('aten::'), 40)} "
-                     f"| {md_text(r.category)} | {fmt_per_step(r.count)} | {fmt_us(r.dur_us)} "
-                     f"| {fmt_us(r.floor_us if r.floor_us else float('nan'))} | {fmt_gap(r.gap)} | {md_text(r.bound_s)} |")
+        first = [md_code(md_name(r.name))] if by == "kernel" else [md_text(r.name.removeprefix("aten::"), 60)]
+        mid = ([md_text(r.op_name.removeprefix("aten::"), 40), md_text(r.category)] if by == "kernel"
+               else [md_text(r.category)] if by == "op" else [])
+        rows.append(first + mid + [fmt_per_step(r.count), fmt_us(r.dur_us),
+                                   fmt_us(r.floor_us if r.floor_us else float("nan")), fmt_gap(r.gap), md_text(r.bound_s)])
+    lines += md_table(head, align, rows)
     if len(groups) > top:
-        lines.append(f"\n{len(groups) - top} more kernel groups: `tracekit explain --format json`.")
+        lines.append(f"\n{len(groups) - top} more {'kernel groups' if by == 'kernel' else by + ' groups'}: "
+                     "`tracekit explain --format json`.")
     cats = doc["summary"].get("by_category") or {}
     total = sum(c["dur_us"] for c in cats.values()) or float("nan")
     if cats:
-        lines += ["", "**By category** (per step)", "", "| category | kernels | time | share |", "|---|---:|---:|---:|"]
-        for c, v in sorted(cats.items(), key=lambda kv: -kv[1]["dur_us"]):
-            lines.append(f"| {md_text(c)} | {fmt_per_step(v['count_per_step'])} | {fmt_us(v['dur_us'] / steps)} "
-                         f"| {_pct(100 * v['dur_us'] / total)} |")
+        lines += ["", "**By category** (per step)", ""]
+        lines += md_table(["category", "kernels", "time", "share"], "lrrr",
+                          [[md_text(c), fmt_per_step(v["count_per_step"]), fmt_us(v["dur_us"] / steps),
+                            _pct(100 * v["dur_us"] / total)]
+                           for c, v in sorted(cats.items(), key=lambda kv: -kv[1]["dur_us"])])
     fused = doc["summary"].get("fused_floor_us_per_step") or []
     if any(f is not None for f in fused):
         kinds = sorted({k for k in doc["summary"].get("fused_floor_kind_per_step") or [] if k})

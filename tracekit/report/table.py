@@ -8,6 +8,7 @@ a second line under the kernel's name. ``wide`` keeps every column (a pipe or fi
 
 from __future__ import annotations
 
+import copy
 import io
 
 import pandas as pd
@@ -17,7 +18,18 @@ from rich.text import Text
 
 from tracekit.model.trace import Trace
 from tracekit.report.document import step_table
-from tracekit.report.fmt import _shapes, clip, compact_name, fmt_count, fmt_gap, fmt_us, short_name
+from tracekit.report.fmt import (
+    _shapes,
+    cell_width,
+    clip,
+    compact_name,
+    fit_columns,
+    fmt_count,
+    fmt_gap,
+    fmt_us,
+    short_name,
+    table_width,
+)
 from tracekit.report.fusion_view import print_fusion
 
 KERNEL_MIN, KERNEL_MAX = 34, 70     # the kernel name column's width range
@@ -46,11 +58,58 @@ def kernel_groups(trace: Trace) -> pd.DataFrame:
     out = g.agg(count=("dur_us", "size"), dur_us=("dur_us", "sum"), timed=("dur_us", "count"), flops=("flops", "sum"),
                 bytes=("bytes", "sum"), floor_us=("floor_us", "sum"), floored=("floor_us", "count")).reset_index()
     out["dur_us"] = out["dur_us"].where(out["timed"] > 0)          # graphs without timings stay unknown
-    out["gap"] = out["dur_us"] / out["floor_us"].where(out["floored"] == out["count"])
+    out["all_floored"] = out["floored"] == out["count"]
+    out["gap"] = out["dur_us"] / out["floor_us"].where(out["all_floored"])
     for c in ("count", "dur_us", "flops", "bytes", "floor_us"):
         out[c] = out[c] / n_steps
     key = "dur_us" if out["timed"].any() else "floor_us"           # untimed graphs: biggest floors first
     return out.sort_values(key, ascending=False)
+
+
+BY = ("kernel", "op", "category")            # what the top table groups by (explain --by)
+SORT = {"time": "dur_us", "gap": "gap", "floor": "floor_us", "count": "count"}    # explain --sort, descending
+BY_DROPS = {"kernel": (), "op": ("op", "shapes"), "category": ("op", "category", "shapes")}
+
+
+def _one_or_mixed(values: pd.Series) -> str:
+    u = values.unique()
+    return str(u[0]) if len(u) == 1 else "mixed"
+
+
+def top_groups(trace: Trace, by: str = "kernel", sort: str = "time", pattern=None) -> pd.DataFrame:
+    """The rows of the top table: kernels of the steps whose name or op matches ``pattern`` (a
+    ``limits.UserRegex``; None: all), grouped by kernel (name, op, shapes), op or category, per-step
+    means, sorted by ``sort`` (time, gap, floor or count) descending; groups without a value last.
+    For ``op`` and ``category`` the ``name`` column holds the op or category, and a text column whose
+    kernels differ says ``mixed``."""
+    if by not in BY or sort not in SORT:
+        raise ValueError(f"by {by!r}, sort {sort!r}")
+    if pattern is not None:
+        df = trace.kernels
+        ops = df["op"].fillna("").astype(str)
+        keep = [pattern.search(str(n)) or (bool(o) and pattern.search(o)) for n, o in zip(df["name"], ops)]
+        trace = copy.copy(trace)
+        trace.kernels = df[pd.Series(keep, index=df.index, dtype=bool)]
+    groups = kernel_groups(trace)
+    if groups.empty:
+        return groups
+    if by != "kernel":
+        key = "op_name" if by == "op" else "category"
+        g = groups.groupby(key, sort=False, dropna=False)
+        text = g.agg(**{c: (c, _one_or_mixed) for c in ("op_name", "shapes", "category", "dtype_s", "bound_s", "fused")
+                        if c != key})
+        nums = g.agg(count=("count", "sum"), dur_us=("dur_us", lambda v: v.sum(min_count=1)), timed=("timed", "sum"),
+                     flops=("flops", "sum"), bytes=("bytes", "sum"), floor_us=("floor_us", "sum"),
+                     floored=("floored", "sum"), all_floored=("all_floored", "all"))
+        out = text.join(nums).reset_index()
+        # a group's gap only where every kernel in it has a floor (as within one kernel group)
+        out["gap"] = (out["dur_us"] / out["floor_us"]).where(out["all_floored"])
+        out["name"] = out[key].astype(str)
+        groups = out
+    col = SORT[sort]
+    if col == "dur_us" and not groups["timed"].any():
+        col = "floor_us"                                     # untimed graphs: biggest floors first
+    return groups.sort_values(col, ascending=False, na_position="last", kind="stable")
 
 
 def fmt_per_step(x: float) -> str:
@@ -58,21 +117,15 @@ def fmt_per_step(x: float) -> str:
     return f"{x:.0f}" if abs(x - round(x)) < 1e-9 else f"{x:.1f}"
 
 
-def _table_width(widths: list[int]) -> int:
-    """Width rich gives a table without an outer edge: each cell padded by one space on both sides,
-    one separator between columns, the outer padding kept."""
-    return sum(widths) + 3 * (len(widths) - 1) + 2 if widths else 0
+_table_width = table_width
 
 
 def _fit(cells: dict[str, list[str]], order: tuple, always: set, room: int) -> list[str]:
     """The columns of ``order`` that fit in ``room`` cells, kept in priority order (``always`` stay)."""
-    width = {c: max([len(c)] + [max((len(x) for x in v.split("\n")), default=0) for v in cells[c]]) for c in order}
-    width["shapes"] = min(width.get("shapes", 0), SHAPES_MAX) if "shapes" in width else 0
-    kept = [c for c in order if c in always]
-    for c in order:
-        if c not in always and _table_width([width[k] for k in kept + [c]]) <= room:
-            kept.append(c)
-    return [c for c in order if c in kept]
+    width = {c: cell_width(c, cells[c]) for c in order}
+    if "shapes" in width:
+        width["shapes"] = min(width["shapes"], SHAPES_MAX)
+    return fit_columns(width, order, always, room)
 
 
 def _console(wide: bool = False) -> Console:
@@ -85,9 +138,11 @@ def _console(wide: bool = False) -> Console:
 
 
 def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide: bool = False,
-                 docs: list[dict] | None = None, console: Console | None = None) -> None:
-    """Header, diagnosis, per-step table and top kernel groups of each trace (``docs``: their explain
-    documents with the diagnosis, when the caller has them)."""
+                 docs: list[dict] | None = None, console: Console | None = None, by: str = "kernel",
+                 sort: str = "time", pattern=None) -> None:
+    """Header, diagnosis, per-step table and top groups of each trace (``docs``: their explain
+    documents with the diagnosis, when the caller has them; ``by``, ``sort``, ``pattern``: as
+    ``top_groups``)."""
     from tracekit.report.diagnosis import document
 
     console = console or _console(wide)
@@ -106,16 +161,17 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide:
         for line in diagnosis.get("lines", []):
             console.print(Text(line, style="bold" if line is diagnosis["lines"][0] else ""))
         console.print(_step_table(trace, console.width, wide))
-        console.print(_kernel_table(trace, top, console.width, wide))
+        console.print(_kernel_table(trace, top, console.width, wide, by, sort, pattern))
         if fusion:
-            print_fusion(console, trace)
+            print_fusion(console, trace, wide)
 
 
-def render_tables(traces: list[Trace], width: int, top: int = 15, wide: bool = False) -> str:
+def render_tables(traces: list[Trace], width: int, top: int = 15, wide: bool = False, fusion: bool = False,
+                  **select) -> str:
     """What ``print_tables`` prints on a console ``width`` cells wide, as text (tests, Markdown-less
-    reports)."""
+    reports); ``select``: ``by``, ``sort``, ``pattern``."""
     console = Console(width=width, markup=False, highlight=False, file=io.StringIO())
-    print_tables(traces, top=top, wide=wide, console=console)
+    print_tables(traces, top=top, wide=wide, fusion=fusion, console=console, **select)
     return console.file.getvalue()
 
 
@@ -140,9 +196,23 @@ def _step_table(trace: Trace, width: int, wide: bool) -> Table:
     return st
 
 
-def _kernel_table(trace: Trace, top: int, width: int, wide: bool) -> Table:
-    groups = kernel_groups(trace).head(top)
-    names = [short_name(n, KERNEL_MAX) for n in groups["name"]] if len(groups) else []
+def top_title(trace: Trace, by: str, sort: str, pattern, shown: int, total: int) -> str:
+    """What the top table shows: its groups, how they are sorted, the filter, how many there are."""
+    what = {"kernel": "kernels", "op": "ops", "category": "categories"}[by]
+    how = [f"by {sort}" if sort != "time" else "", f"matching {pattern.pattern!r}" if pattern is not None else "",
+           f"{shown} of {total}" if shown < total else ""]
+    return f"top {what}" + "".join(f", {h}" for h in how if h) + f" (per step, mean over {max(1, len(trace.steps))} steps"
+
+
+def _kernel_table(trace: Trace, top: int, width: int, wide: bool, by: str = "kernel", sort: str = "time",
+                  pattern=None) -> Table:
+    every = top_groups(trace, by, sort, pattern)
+    groups = every.head(top)
+    order = tuple(c for c in KERNEL_COLUMNS if c not in BY_DROPS[by])
+    if by == "kernel":
+        names = [short_name(n, KERNEL_MAX) for n in groups["name"]] if len(groups) else []
+    else:
+        names = [clip(n.removeprefix("aten::") if by == "op" else n, KERNEL_MAX) for n in groups["name"]]
     cells = {c: [] for c in KERNEL_COLUMNS}
     for r in groups.itertuples():
         cells["category"].append(str(r.category))
@@ -157,23 +227,23 @@ def _kernel_table(trace: Trace, top: int, width: int, wide: bool) -> Table:
         cells["bound"].append(r.bound_s)
         cells["gap"].append(fmt_gap(r.gap))
     if wide:
-        cols, kw = list(KERNEL_COLUMNS), min(KERNEL_MAX, max([len(n) for n in names] + [len("kernel")]))
+        cols, kw = list(order), min(KERNEL_MAX, max([len(n) for n in names] + [len(by)]))
     else:
-        cols = _fit(cells, KERNEL_COLUMNS, ALWAYS, width - KERNEL_MIN - 3)
+        cols = _fit(cells, order, ALWAYS, width - KERNEL_MIN - 3)
         others = _table_width([max([len(c)] + [len(x) for x in cells[c]]) if c != "shapes" else
                                min(SHAPES_MAX, max([len(c)] + [len(x) for x in cells[c]])) for c in cols])
-        longest = max([len(n) for n in names] + [len("kernel")])
+        longest = max([len(n) for n in names] + [len(by)])
         kw = max(KERNEL_MIN, min(KERNEL_MAX, longest, width - others - 3))
-    below = [c for c in ON_SECOND_LINE if c not in cols]
-    under = f"; under each kernel: {' · '.join(below)}" if below else ""
-    kt = Table(title=f"top kernels (per step, mean over {max(1, len(trace.steps))} steps{under})", show_edge=False)
-    kt.add_column("kernel", overflow="ellipsis", no_wrap=True, width=kw)
+    below = [c for c in ON_SECOND_LINE if c not in cols and c in order]
+    under = f"; under each {by}: {' · '.join(below)}" if below else ""
+    kt = Table(title=top_title(trace, by, sort, pattern, len(groups), len(every)) + f"{under})", show_edge=False)
+    kt.add_column(by, overflow="ellipsis", no_wrap=True, width=kw)
     for c in cols:
         kt.add_column(c, justify="left" if c in ("dtype", "category", "op", "shapes") else "right",
                       no_wrap=c != "shapes", overflow="fold" if c == "shapes" else "ellipsis",
                       max_width=SHAPES_MAX if c == "shapes" else None)
     for i, (full, name) in enumerate(zip(groups["name"], names)):
-        label = name if len(name) <= kw else compact_name(full, kw)
+        label = name if len(name) <= kw else compact_name(full, kw) if by == "kernel" else clip(name, kw)
         extra = " · ".join(x for x in (cells[c][i] for c in below) if x and x != "-")
         kt.add_row(label + (f"\n  {clip(extra, kw - 2)}" if extra else ""), *(cells[c][i] for c in cols))
     return kt
