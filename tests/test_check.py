@@ -222,3 +222,15 @@ def test_explain_json_gz_baseline(tmp_path):
     base.write_bytes(gzip.compress(proc.stdout.encode()))
     side = load_side(base)
     assert side.source == "explain-json" and side.steps["kernels"].tolist() == [2] * 5
+
+
+def test_check_markdown_has_the_verdict_and_one_row_per_rule():
+    """The same check as JSON and as Markdown (a PR comment): one table row per rule of the JSON."""
+    args = ("check", H200 / "seed_eager_b128.json.gz", "--rules", ROOT / "rules" / "seed_eager.toml")
+    doc = json.loads(run_cli(*args, "--format", "json").stdout)
+    md = run_cli(*args, "--format", "markdown")
+    assert md.returncode == 0
+    lines = md.stdout.splitlines()
+    assert lines[0].startswith(f"**tracekit check: OK** ({doc['passed']} passed, 0 failed)")
+    rows = [line for line in lines if line.startswith("| pass") or line.startswith("| **FAIL**")]
+    assert [r.split(" | ")[1].strip("`") for r in rows] == [r["rule"] for r in doc["results"]]

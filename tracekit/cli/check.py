@@ -17,6 +17,7 @@ class CheckFormat(str, Enum):
     json = "json"
     junit = "junit"
     github = "github"
+    markdown = "markdown"
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +30,7 @@ def register(app: typer.Typer) -> None:
         tolerance: Optional[str] = typer.Option(None, "--tolerance",
                                                 help="Baseline noise allowance: 0.1 or 10% (time), "
                                                      "or time=10%,kernels=0 (default time=10%,kernels=0)"),
-        format: CheckFormat = typer.Option(CheckFormat.text, "--format", "-f", help="text, json, junit or github"),
+        format: CheckFormat = typer.Option(CheckFormat.text, "--format", "-f", help="text, json, junit, github or markdown"),
         skip_steps: Optional[int] = typer.Option(None, "--skip-steps", min=0,
                                                  help="Leading steps to drop (warm-up); overrides the rules file"),
         step_marker: Optional[str] = StepMarker,
@@ -40,13 +41,14 @@ def register(app: typer.Typer) -> None:
                                                         "not an error)"),
     ) -> None:
         """Check a trace against rules and/or a baseline; exit 1 when a rule or the baseline fails."""
-        from tracekit.gate.check import run_check, to_github, to_junit, to_text
+        from tracekit.gate.check import run_check, to_github, to_junit, to_markdown, to_text
         doc = run_check(trace, baseline, rules, tolerance, skip_steps, step_marker, device, spec,
                         allow_device_mismatch=allow_device_mismatch)
         if format is CheckFormat.json:
             sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
         else:
-            sys.stdout.write({"text": to_text, "junit": to_junit, "github": to_github}[format.value](doc))
+            sys.stdout.write({"text": to_text, "junit": to_junit, "github": to_github,
+                              "markdown": to_markdown}[format.value](doc))
         sys.stdout.flush()
         if not doc["ok"]:
             raise typer.Exit(1)

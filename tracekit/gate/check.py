@@ -19,6 +19,7 @@ from tracekit.gate.rules import (
     evaluate_baseline,
     load_rules,
 )
+from tracekit.report.markdown import md_code, md_table, md_text
 
 
 def run_check(trace: str, baseline: str | None = None, rules_path: str | None = None,
@@ -52,6 +53,16 @@ def run_check(trace: str, baseline: str | None = None, rules_path: str | None = 
             "passed": len(results) - failed, "failed": failed,
             "results": [{"rule": r.rule, "ok": r.ok, "expected": r.expected, "found": r.found,
                          "kernels": r.kernels, "message": r.line()} for r in results]}
+
+
+def to_markdown(doc: dict) -> str:
+    """A PR comment: the verdict, then one table row per rule (the explain Markdown's pieces)."""
+    head = f"**tracekit check: {'OK' if doc['ok'] else 'FAILED'}** ({doc['passed']} passed, {doc['failed']} failed) on " \
+        + md_code(doc["trace"]) + (f" against {md_code(doc['baseline'])}" if doc["baseline"] else "") \
+        + (f" with {md_code(doc['rules'])}" if doc["rules"] else "") + f", {doc['steps']} step(s)"
+    rows = [["pass" if r["ok"] else "**FAIL**", md_code(r["rule"]), md_text(r["expected"]), md_text(r["found"]),
+             "<br>".join(md_code(k) for k in r["kernels"][:3])] for r in doc["results"]]
+    return "\n".join([head, ""] + md_table(["", "rule", "expected", "found", "kernels"], "lllll", rows)) + "\n"
 
 
 def to_text(doc: dict) -> str:
