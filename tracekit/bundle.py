@@ -9,9 +9,12 @@ A bundle folder holds what tracekit wrote and nothing else:
     graph_capture_G.json.gz   a CUDA-graph capture made while the profiler was idle
     kernels/<hash>.py         copies of the Inductor kernel sources the trace names
     graphs/NNN.{dot,json}     MLX graphs (MLX bundles)
+    rankN/                    a multi-rank capture (``--nproc N``): one complete bundle of the above per
+                              rank (rank0/trace.json.gz, rank0/meta.json...); the top meta.json then says
+                              ``world_size`` and each rank's exit code
 
 ``--force`` replaces a folder only when it is such a bundle: meta.json names tracekit, and every
-entry is one of the names above. Anything else in the folder makes tracekit refuse, so a user's
+entry is one of the names above (inside rankN/ too). Anything else in the folder makes tracekit refuse, so a user's
 files are never deleted.
 """
 
@@ -38,6 +41,22 @@ MAX_KERNEL_SOURCE_BYTES = 16 << 20
 _TOP_FILES = re.compile(r"(meta\.json|trace\.json(\.gz)?|et\.json(\.gz)?|graph_capture_\d+\.json(\.gz)?)")
 _KERNEL_SOURCE = re.compile(r"c[a-z0-9]{20,80}\.py")          # Inductor names sources by their hash
 _GRAPH_FILE = re.compile(r"\d+\.(dot|json)")
+_RANK_DIR = re.compile(r"rank(0|[1-9]\d{0,5})")
+
+
+def rank_dir_name(rank: int) -> str:
+    """The folder of one rank in a multi-rank bundle: ``rank0``, ``rank1``..."""
+    return f"rank{rank}"
+
+
+def rank_dirs(folder: Path) -> dict[int, Path]:
+    """The rankN/ folders of a multi-rank bundle, by rank (empty for a one-process bundle)."""
+    found = {}
+    if folder.is_dir():
+        for entry in folder.iterdir():
+            if _RANK_DIR.fullmatch(entry.name) and stat.S_ISDIR(entry.lstat().st_mode):
+                found[int(entry.name[4:])] = entry
+    return dict(sorted(found.items()))
 
 
 def graph_capture_name(gid: int) -> str:
@@ -58,12 +77,16 @@ def read_meta(folder: Path) -> dict | None:
     return doc
 
 
-def foreign_entries(folder: Path) -> list[str]:
-    """Entries of ``folder`` that tracekit does not write into a bundle (sorted, relative names)."""
+def foreign_entries(folder: Path, ranks: bool = True) -> list[str]:
+    """Entries of ``folder`` that tracekit does not write into a bundle (sorted, relative names);
+    a rankN/ folder is looked into (its entries must be bundle files too, and no deeper rankN/)."""
     foreign = []
     for entry in sorted(folder.iterdir()):
         mode = entry.lstat().st_mode
         if stat.S_ISREG(mode) and _TOP_FILES.fullmatch(entry.name):
+            continue
+        if ranks and _RANK_DIR.fullmatch(entry.name) and stat.S_ISDIR(mode):
+            foreign += [f"{entry.name}/{sub}" for sub in foreign_entries(entry, ranks=False)]
             continue
         pattern = {KERNELS: _KERNEL_SOURCE, GRAPHS: _GRAPH_FILE}.get(entry.name)
         if pattern is not None and stat.S_ISDIR(mode):
@@ -99,7 +122,10 @@ def prepare_out(out: str | Path, force: bool) -> Path:
 def _remove_bundle_files(folder: Path) -> None:
     """Delete the bundle's own files (foreign_entries found none), keeping the folder itself."""
     for entry in folder.iterdir():
-        if entry.name in (KERNELS, GRAPHS):
+        if _RANK_DIR.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
+            _remove_bundle_files(entry)
+            entry.rmdir()
+        elif entry.name in (KERNELS, GRAPHS):
             for sub in entry.iterdir():
                 sub.unlink()
             entry.rmdir()
@@ -126,8 +152,11 @@ def is_kernel_source(path: str, cache_dirs: list[str]) -> bool:
 _KERNEL_FILE = re.compile(rb'"kernel_file":\s*"((?:[^"\\]|\\.)*)"')
 
 
-def gzip_trace(json_path: Path, quiet: bool, kernel_paths: set[str]) -> Path:
-    """json → json.gz (progress bar on stderr for large traces); collects args["kernel_file"] paths."""
+def gzip_trace(json_path: Path, quiet: bool, kernel_paths: set[str], add_fields: dict | None = None) -> Path:
+    """json → json.gz (progress bar on stderr for large traces); collects args["kernel_file"] paths.
+    ``add_fields``: top-level fields written in front of the trace's own, each only where the trace's
+    first block does not already name it (``distributedInfo`` of a rank whose profiler started before
+    ``init_process_group``)."""
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
@@ -137,7 +166,11 @@ def gzip_trace(json_path: Path, quiet: bool, kernel_paths: set[str]) -> Path:
     tail = b""
     with bar, open(json_path, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
         task = bar.add_task(json_path.name, total=size)
+        first = True
         while block := src.read(chunk):
+            if first and add_fields:
+                block = _add_top_fields(block, add_fields)
+            first = False
             dst.write(block)
             for m in _KERNEL_FILE.finditer(tail + block):
                 kernel_paths.add(json.loads(b'"' + m.group(1) + b'"'))
@@ -145,6 +178,17 @@ def gzip_trace(json_path: Path, quiet: bool, kernel_paths: set[str]) -> Path:
             bar.advance(task, len(block))
     json_path.unlink()
     return gz
+
+
+def _add_top_fields(block: bytes, fields: dict) -> bytes:
+    """Insert ``"key": value,`` right after the opening brace of a JSON object (the first block of it)."""
+    head = block.lstrip()
+    if not head.startswith(b"{") or head[1:].lstrip().startswith(b"}"):
+        return block
+    new = b"".join(json.dumps(k).encode() + b": " + json.dumps(v, default=str).encode() + b", "
+                   for k, v in fields.items() if json.dumps(k).encode() + b":" not in block.replace(b'": ', b'":'))
+    at = len(block) - len(head) + 1
+    return block[:at] + new + block[at:] if new else block
 
 
 def inductor_cache_dirs() -> list[str]:

@@ -138,6 +138,9 @@ def capture_script(script: str, args: list[str], out: str | None = None, steps: 
                    warmup: int = 0, step_fn: str | None = None, quiet: bool = False, force: bool = False,
                    execution_trace: bool = True) -> int:
     """Profile ``python script args`` into a bundle folder; returns the script's exit code."""
+    from tracekit.capture.launch import launcher_rank_out
+
+    out = launcher_rank_out(out, script)                # under torchrun: OUT/rank$RANK
     path, source, code = load_script(script)
     if steps is not None and steps < 1:
         raise TracekitError("--steps must be at least 1")

@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 from tracekit import bundle
+from tracekit.capture.distributed import environment_info, process_group_info
 from tracekit.errors import TracekitError, say_error
 from tracekit.version import __version__
 
@@ -65,6 +66,7 @@ class Session:
         self.finished = False
         self.execution_trace = None            # the ExecutionTraceObserver of the main recording
         self.record_execution_trace = execution_trace
+        self.dist_info: dict | None = None     # torch.distributed's rank, world size, backend (once seen)
 
     # profiler -----------------------------------------------------------------------------------
     def _new_profiler(self, execution_trace: bool = False):
@@ -117,6 +119,8 @@ class Session:
     def end_step(self) -> None:
         if threading.get_ident() != self._thread or self.begun == 0:
             return
+        if self.dist_info is None:
+            self.snapshot_distributed()
         if self._step_rf is not None:
             self._step_rf.__exit__(None, None, None)
             self._step_rf = None
@@ -185,6 +189,17 @@ class Session:
         self._hooks += [nn_module.register_module_forward_pre_hook(pre),
                         nn_module.register_module_forward_hook(post, always_call=True)]
 
+    def snapshot_distributed(self) -> None:
+        """Keep the process group's rank, world size and backend while it exists: the profiler starts
+        before ``init_process_group`` (Kineto writes no ``distributedInfo``) and the script may
+        destroy the group before the trace is written."""
+        self.dist_info = process_group_info(self.torch) or self.dist_info
+
+    def distributed_info(self) -> dict | None:
+        """``distributedInfo`` (HTA reads the rank there): the group as seen, else RANK/WORLD_SIZE."""
+        self.snapshot_distributed()
+        return self.dist_info or environment_info()
+
     # the script's own profiler ------------------------------------------------------------------
     def adopt_script_profiler(self) -> None:
         """Make torch.profiler.profile, while the script runs, record into this bundle."""
@@ -234,7 +249,7 @@ class Session:
     def script_trace_ready(self, prof) -> None:
         self.script_traces += 1
         if self.script_traces == 1:
-            self._export(prof, self.out / "trace.json")
+            self._export(prof, self.out / "trace.json", main=True)
         else:
             _say(self.quiet, f"the script's profiler made trace #{self.script_traces}; the bundle keeps the first")
 
@@ -298,10 +313,12 @@ class Session:
         self.graphs[gid]["capture"] = where
 
     # bundle -------------------------------------------------------------------------------------
-    def _export(self, prof, json_path: Path) -> Path:
+    def _export(self, prof, json_path: Path, main: bool = False) -> Path:
         _say(self.quiet, f"writing {json_path.name}.gz")
         prof.export_chrome_trace(str(json_path))
-        return bundle.gzip_trace(json_path, self.quiet, self.kernel_paths)
+        info = self.distributed_info() if main else None
+        return bundle.gzip_trace(json_path, self.quiet, self.kernel_paths,
+                                 {"distributedInfo": info} if info else None)
 
     def write_meta(self, state: str) -> None:
         """meta.json: written with ``"state": "running"`` before the script starts (what a killed
@@ -331,6 +348,7 @@ class Session:
         self.finished = True
         if self._step_rf is not None:
             self.end_step()
+        self.snapshot_distributed()
         if self.first_call_s is None and self.begun:
             self.first_call_done()
         self._remove_hooks()
@@ -340,7 +358,7 @@ class Session:
         self._undo.clear()
         trace = self.out / bundle.TRACE
         if self.prof is not None and not trace.exists():
-            self._export(self.prof, self.out / "trace.json")
+            self._export(self.prof, self.out / "trace.json", main=True)
         if not trace.exists():
             _say(False, "warning: nothing was recorded (no step ran after the warm-up?); the bundle has no trace")
         execution_trace = self._close_execution_trace()
@@ -353,6 +371,10 @@ class Session:
             "kernel_files": kernel_files, "trace": trace.name if trace.exists() else None,
             "execution_trace": execution_trace,
         })
+        info = self.distributed_info()
+        if info is not None:
+            self.meta.update({"rank": info["rank"], "world_size": info["world_size"],
+                              "distributed_backend": info["backend"]})
         self.write_meta("done")
         return self.out
 

@@ -22,8 +22,17 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="replace an existing bundle (only tracekit's own files)"),
         execution_trace: bool = typer.Option(True, "--et/--no-et",
                                              help="also record a PyTorch execution trace (tensor ids, outputs)"),
+        nproc: Optional[int] = typer.Option(None, "--nproc", help="start N processes, one per rank, as "
+                                            "`torchrun --nproc-per-node N` would: one bundle per rank in OUT/rankR/"),
+        grace: float = typer.Option(30.0, "--grace", help="with --nproc: seconds the other ranks get to end on "
+                                    "their own after one fails, before SIGTERM (their bundles are still written)"),
     ) -> None:
         """Profile a script into a bundle folder (trace.json.gz, meta.json, kernels/) for `explain`."""
+        if nproc is not None:
+            from tracekit.capture.launch import capture_ranks
+            raise typer.Exit(capture_ranks(script, list(args or []), out, nproc, steps=steps, warmup=warmup,
+                                           step_fn=step_fn, quiet=quiet, force=force,
+                                           execution_trace=execution_trace, grace_s=grace))
         from tracekit.capture.script import capture_script
         code = capture_script(script, list(args or []), out, steps, warmup, step_fn, quiet, force,
                               execution_trace)

@@ -1,4 +1,11 @@
-"""``tracekit ranks DIR``: per-rank time breakdown of a multi-rank run, through HTA.
+"""``tracekit ranks DIR``: per-rank breakdown of a multi-rank run.
+
+A multi-rank capture bundle (``tracekit capture --nproc N``, or ranks captured under torchrun into
+``DIR/rankR/``) is read rank by rank from its raw events: each rank's exit code and bundle state, steps,
+CPU ops, GPU kernels, the collective calls (``c10d::*`` ops), the backend's communication work
+(``gloo:*`` / ``nccl:*`` ranges: count, bytes from their input dims and type, time), NCCL kernels and
+``record_param_comms`` ranges. Where the traces hold GPU kernels and HTA is installed, HTA's temporal
+breakdown and overlap are added per rank (HTA is handed the rank traces by their distributedInfo rank).
 
 HTA (holistictraceanalysis) already reads a folder of per-rank traces and splits each rank's GPU time
 into compute, non-compute (memcpy/memset) and idle, and measures how much communication overlaps
@@ -14,14 +21,118 @@ import sys
 import warnings
 from pathlib import Path
 
+import re
+import tempfile
+
+from tracekit import bundle
 from tracekit.errors import TracekitError
+
+COMM_WORK = re.compile(r"^(gloo|nccl):(\w+)$")          # the backend's own range around each collective
+TYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
+              "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
+              "c10::complex<double>": 16, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1}
 
 
 def rank_breakdown(trace_dir: str | Path) -> list[dict]:
-    """One dict per rank: idle/compute/non-compute time (µs and %) and comm/compute overlap (%)."""
+    """One dict per rank. A multi-rank bundle: its own figures per rank (``bundle_ranks``); any other
+    folder of per-rank traces: HTA's idle/compute/non-compute time (µs and %) and comm/compute overlap."""
     folder = Path(trace_dir)
     if not folder.is_dir():
         raise TracekitError(f"{folder}: not a folder (ranks takes a folder of per-rank traces)")
+    if bundle.rank_dirs(folder):
+        return bundle_ranks(folder)
+    return hta_breakdown(folder)
+
+
+def message_bytes(args: dict) -> int | None:
+    """numel × item size of a communication range's first input (None when its type is unknown)."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not dims or not types or not isinstance(dims[0], list) or types[0] not in TYPE_BYTES:
+        return None
+    numel = 1
+    for d in dims[0]:
+        if not isinstance(d, int):
+            return None
+        numel *= d
+    return numel * TYPE_BYTES[types[0]]
+
+
+def rank_figures(trace: Path) -> dict:
+    """Counts of one rank's trace, from its raw events."""
+    from tracekit.load.kineto import read_json, trace_events
+
+    events, top = trace_events(read_json(trace), trace)
+    cpu_ops = kernels = c10d = param_comms = 0
+    steps: list[float] = []
+    work: dict[str, dict] = {}
+    comm_kernels = {"count": 0, "us": 0.0}
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        cat, name, dur = e.get("cat"), str(e.get("name", "")), float(e.get("dur") or 0.0)
+        if cat in ("cpu_op", "operator"):
+            cpu_ops += 1
+            c10d += name.startswith("c10d::")
+        elif cat in ("kernel", "Kernel"):
+            kernels += 1
+            if name.lower().startswith("nccl"):
+                comm_kernels["count"] += 1
+                comm_kernels["us"] += dur
+        if name == "record_param_comms":
+            param_comms += 1
+        elif cat == "user_annotation" and name.startswith("ProfilerStep#"):
+            steps.append(dur)
+        elif (m := COMM_WORK.match(name)) and cat not in ("kernel", "Kernel"):
+            row = work.setdefault(name, {"count": 0, "bytes": 0, "us": 0.0})
+            row["count"] += 1
+            row["us"] += dur
+            size = message_bytes(e.get("args") or {})
+            row["bytes"] = None if size is None or row["bytes"] is None else row["bytes"] + size
+    info = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
+    return {"trace_rank": info.get("rank"), "backend": info.get("backend"), "steps": len(steps),
+            "step_ms_mean": sum(steps) / len(steps) / 1e3 if steps else None, "cpu_ops": cpu_ops,
+            "kernels": kernels, "c10d_ops": c10d, "record_param_comms": param_comms,
+            "comm_work": dict(sorted(work.items())), "comm_ops": sum(w["count"] for w in work.values()),
+            "comm_bytes": sum(w["bytes"] or 0 for w in work.values()),
+            "comm_us": sum(w["us"] for w in work.values()), "comm_kernels": comm_kernels}
+
+
+def bundle_ranks(folder: Path) -> list[dict]:
+    """One dict per rank of a multi-rank bundle; a rank without a trace keeps its exit code and state."""
+    top = bundle.read_meta(folder) or {}
+    listed = {r.get("rank"): r for r in top.get("ranks", []) if isinstance(r, dict)}
+    rows = []
+    for rank, sub in bundle.rank_dirs(folder).items():
+        own = bundle.read_meta(sub) or {}
+        entry = listed.get(rank, {})
+        trace = sub / bundle.TRACE
+        row = {"rank": rank, "bundle": sub.name,
+               "exit_code": entry.get("exit_code", own.get("exit_code")),
+               "stopped_by_tracekit": entry.get("stopped_by_tracekit", False),
+               "state": own.get("state"), "trace": f"{sub.name}/{trace.name}" if trace.is_file() else None}
+        row.update(rank_figures(trace) if trace.is_file() else {})
+        rows.append(row)
+    traces = {r["rank"]: folder / r["trace"] for r in rows if r["trace"] and r.get("kernels")}
+    hta = _hta_of(traces) if traces else {}
+    for r in rows:
+        r["hta"] = hta.get(r["rank"])
+    return rows
+
+
+def _hta_of(traces: dict[int, Path]) -> dict[int, dict]:
+    """HTA's breakdown of GPU rank traces (one link per rank in a scratch folder); {} without HTA."""
+    try:
+        import hta  # noqa: F401
+    except ImportError:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="tracekit-ranks-") as tmp:
+        for rank, trace in traces.items():
+            (Path(tmp) / f"rank{rank}.json.gz").symlink_to(trace)
+        return {r["rank"]: r for r in hta_breakdown(Path(tmp))}
+
+
+def hta_breakdown(folder: Path) -> list[dict]:
+    """HTA's per-rank idle/compute/non-compute time (µs and %) and comm/compute overlap (%)."""
     if not any(folder.glob("*.json")) and not any(folder.glob("*.json.gz")):
         raise TracekitError(f"{folder}: folder holds no *.json or *.json.gz trace")
     try:
