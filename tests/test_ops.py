@@ -148,3 +148,11 @@ def test_cat_io_takes_its_dtype_from_the_kernel_name():
     io = node_io("aten::cat", [[[1, 16, 1, 64], [1, 16, 1, 64]], []], ["TensorList", "Scalar"], kernel=kernel)
     assert [t.nbytes for t in io.writes] == [2 * 16 * 64 * 2]
     assert node_io("aten::cat", [[[1, 16, 1, 64]], []], ["TensorList", "Scalar"]).writes is None
+
+
+def test_a_list_of_dtypes_from_the_execution_trace_is_not_a_tensor():
+    """Synthetic: the ET fills a TensorList argument's types with a list (per tensor); tensor(i) of that
+    argument is None, tensor_list(i) reads it (a c10d op's list crashed explain with a TypeError)."""
+    call = OpCall("c10d::allreduce_", [[[4, 4], [8]], []], [["fp32", "fp32"], "Scalar"])
+    assert call.tensor(0) is None and call.tensors() == []
+    assert [t.nbytes for t in call.tensor_list(0)] == [64, 32]

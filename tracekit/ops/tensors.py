@@ -60,8 +60,8 @@ class OpCall:
 
     def tensor(self, i: int) -> Tensor | None:
         """Input ``i`` as a tensor, or None when it is not one (Scalar, None, list)."""
-        if i >= len(self.dims) or i >= len(self.types):
-            return None
+        if i >= len(self.dims) or i >= len(self.types) or not isinstance(self.types[i], str):
+            return None                     # a TensorList's per-tensor dtypes (from an ET) are a list
         dtype = DTYPES.get(self.types[i])
         shape = self.dims[i]
         if dtype is None or not isinstance(shape, list) or any(not isinstance(d, int) for d in shape):
