@@ -220,3 +220,14 @@ def test_committed_graphs(name, kernels):
     assert list(traces[1].kernels["name"]) == kernels
     assert traces[1].kernels.iloc[0]["op_dims"] == [[128, 1024], [1024, 1024]]
     assert traces[1].kernels.iloc[0]["op_types"] == ["c10::BFloat16"] * 2
+
+
+def test_lazy_bias_add_reads_the_bias_once():
+    """MLX's Broadcast is a stride-0 view: the lazy seed's Add reads b [1024] once, not the [128, 1024] it is
+    broadcast to. By hand (bf16): Add 2·128·1024 + 2·1024 + 2·128·1024 = 526,336 B; Maximum reads the 0-d
+    zero (2 B): 524,290 B; the compiled kernel already read b once (test above)."""
+    seed = load_mlx(COMMITTED / "seed_lazy_bf16_b128")[1]
+    add, maximum = seed.kernels.iloc[1], seed.kernels.iloc[2]
+    assert add["op_dims"] == [[128, 1024], [1024]] and maximum["op_dims"] == [[128, 1024], []]
+    out = explain_json(COMMITTED / "seed_lazy_bf16_b128")["graphs"][1]["kernels"]
+    assert [k["bytes"] for k in out] == [2_621_440, 526_336, 524_290]

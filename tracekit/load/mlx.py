@@ -246,6 +246,18 @@ def kineto_call(label: str, ins: list[str], outs: list[str], arrays: dict) -> tu
     return op, dims, types, concrete
 
 
+def broadcast_source(dot: DotGraph, a: str) -> str:
+    """The array a chain of Broadcast views starts from: MLX's Broadcast is a stride-0 view, so an
+    elementwise kernel reads the bias [N] once, not the [M, N] it is broadcast to (a compiled kernel
+    already lists the unbroadcast input)."""
+    for _ in range(64):
+        found = dot.producer(a)
+        if found is None or dot.label(found[0]) != "Broadcast" or not dot.inputs(found[0]):
+            return a
+        a = dot.inputs(found[0])[0]
+    return a
+
+
 ROW_CONSTANTS = dict(kind="kernel", step=0, op_source="mlx_graph", launch="")
 
 
@@ -261,6 +273,8 @@ def graph_table(dot: DotGraph, info: dict | None) -> tuple[pd.DataFrame, dict]:
             key = label if label in NOT_KERNELS else "AsType (same dtype)"
             views[key] = views.get(key, 0) + 1
             continue
+        if label in EW or label in COMPARE:
+            ins = [broadcast_source(dot, a) for a in ins]
         op, dims, types, concrete = kineto_call(label, ins, outs, arrays)
         compiled = label.startswith("Compiled")
         fused = [x.lower() for x in regions.get(p) or fused_parts(label) if x not in VIEWS] if compiled \
