@@ -97,7 +97,8 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
     twins = adopt_twins(df)
     if twins:
         trace.warnings.append(f"{twins} kernels launched before the trace began take the op and shapes of an "
-                              "identical kernel (same name, grid, block, stream): op_source 'twin'")
+                              "identical kernel (the same sequence of kernels later in the trace, or the one kind of kernel of the "
+                              "same name, grid, block and stream): op_source 'twin'")
     if df["category"].isna().any():
         classify(df)
     if df["graph"].any():
