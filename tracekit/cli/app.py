@@ -100,6 +100,9 @@ def explain(
     perfetto: Optional[str] = typer.Option(None, "--perfetto", help="Also write the trace with tracekit's facts in each "
                                            "kernel's args and per-step counters (Perfetto UI); .gz: gzipped"),
     wide: bool = typer.Option(False, "--wide", help="Table: every column, whatever the terminal's width"),
+    devices: Optional[str] = typer.Option(None, "--devices", help="Floors on these devices side by side, e.g. "
+                                          "h200,rtx5090,apple-m5-pro (spec ids or files; measured ÷ floor on the "
+                                          "trace's own device): docs/devices.md"),
 ) -> None:
     """Classify every kernel, count kernels per step, and set each against its roofline floor."""
     from tracekit.analyze import analyze_path
@@ -107,11 +110,14 @@ def explain(
     from tracekit.report.emit import emit
 
     pattern = UserRegex(filter, "--filter") if filter is not None else None     # refused before loading
+    if devices is not None:
+        from tracekit.cost.multi import parse_devices
+        specs = parse_devices(devices)                                             # refused before loading
     with _loading(trace):
         results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec, skip=skip_steps,
                                **({"et": et} if et else {}))
     emit(results, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
-         by=by.value, sort=sort.value, pattern=pattern)
+         by=by.value, sort=sort.value, pattern=pattern, devices=specs if devices is not None else None)
 
 
 for command in (capture, check, diff, ranks):

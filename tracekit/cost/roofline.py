@@ -131,14 +131,9 @@ def _share_op_cost(df: pd.DataFrame) -> None:
                                    for i in df.loc[others, "op_id"]]
 
 
-def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
-    """floor_us, bound and gap from the costed rows and a DeviceSpec (None: no floors)."""
-    if df.empty:
-        return df
-    if spec is None:
-        df["floor_us"], df["bound"], df["gap"] = np.nan, None, np.nan
-        df["covered"] = False
-        return df
+def roofline_terms(df: pd.DataFrame, spec) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's compute term (FLOPs / the spec's peak for its dtype and unit; 0 without FLOPs or a rate)
+    and memory term (bytes / bandwidth; NaN where bytes are unknown), in µs."""
     peaks = {}
     peak = []
     for d, u in zip(df["dtype"], df["compute_unit"]):
@@ -155,8 +150,20 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
     compute_us = np.where(flops > 0, flops / (peak_tflops * 1e6), 0.0)
     bw = spec.bandwidth_gbs or np.nan
     memory_us = nbytes / (bw * 1e3)
-    known = ~np.isnan(nbytes)
     compute_us = np.where(np.isnan(compute_us), 0.0, compute_us)   # no rate for the dtype: memory term only
+    return compute_us, memory_us
+
+
+def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
+    """floor_us, bound and gap from the costed rows and a DeviceSpec (None: no floors)."""
+    if df.empty:
+        return df
+    if spec is None:
+        df["floor_us"], df["bound"], df["gap"] = np.nan, None, np.nan
+        df["covered"] = False
+        return df
+    compute_us, memory_us = roofline_terms(df, spec)
+    known = ~np.isnan(df["bytes"].to_numpy(dtype=float))
     floor = np.where(known, np.maximum(compute_us, memory_us), np.nan)
     floor = np.where(floor > 0, floor, np.nan)
     df["floor_us"] = floor

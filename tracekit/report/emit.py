@@ -17,10 +17,11 @@ from tracekit.report.table import print_tables
 
 def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wide: bool = False,
          html: str | None = None, perfetto: str | None = None, by: str = "kernel", sort: str = "time",
-         pattern=None) -> None:
+         pattern=None, devices: list | None = None) -> None:
     """Write one format to stdout and the --html / --perfetto files; warnings go to stderr. ``by``,
     ``sort``, ``pattern`` (a ``limits.UserRegex``): what the top table of the table and Markdown formats
-    shows (JSON, CSV and HTML keep every kernel)."""
+    shows (JSON, CSV and HTML keep every kernel). ``devices`` (specs, explain --devices): stdout holds
+    the floors on each device (``report.devices``; JSON: the document gains a ``devices`` key)."""
     for t in traces:
         for w in t.warnings:
             print(f"tracekit: warning: {one_line(w, 500)}", file=sys.stderr)     # trace text: one bounded line
@@ -36,7 +37,10 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
         from tracekit.report.html import write_html
         size = write_html(traces, docs, html)
         print(f"tracekit: wrote {html} ({size:,} bytes)", file=sys.stderr)
-    if fmt == "json":
+    if devices is not None:
+        from tracekit.report.devices_view import write_devices
+        write_devices(traces, docs, devices, fmt, top)
+    elif fmt == "json":
         doc = docs[0] if len(docs) == 1 else {"graphs": docs}
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n")
     elif fmt == "csv":

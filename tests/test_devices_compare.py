@@ -1,0 +1,177 @@
+"""explain --devices (floors of one workload on several devices) and compare (one workload, two captures).
+
+The seed example, relu(linear(x)), bf16, in = out = 1024 with bias, derived by hand:
+  FLOPs (the matmul) 2·B·1024² ; one-kernel bytes x 2·B·1024 + W 2·1024² + b 2·1024 + out 2·B·1024
+  B = 128: 268,435,456 FLOPs, 2,623,488 B ; B = 1: 2,097,152 FLOPs, 2,103,296 B
+RTX 5090 (datasheet: bf16 with fp32 accumulate 209.5 TFLOP/s, 1792 GB/s); M5 Pro (bf16 31.5 TFLOP/s
+measured, 307 GB/s datasheet):
+  B = 128 one kernel: 5090 max(1.2813, 1.4640) = 1.464 µs ; M5 Pro max(8.5218, 8.5456) = 8.546 µs
+  B = 1   one kernel: 5090 2,103,296 / 1792e3 = 1.1737 µs ; M5 Pro 2,103,296 / 307e3 = 6.8511 µs
+  2 kernels (addmm, relu): 1.4640 + 2·262,144 / 1792e3 = 1.4640 + 0.2926 = 1.7566 µs
+  3 kernels (mm, bias add, relu): (x + W + out) 2,621,440 / 1792e3 = 1.4629 ; add (out + b + out) 526,336 / 1792e3
+  = 0.2937 ; relu (out + the 0 + out) 524,290 / 1792e3 = 0.2926 ; sum 2.0491 µs
+Which captures hold 1, 2 and 3 kernels per step: captures/h200/README.md (max-autotune-no-cudagraphs: 1, eager: 2)
+and tests/test_mlx.py (the lazy MLX graph: Matmul, Add, Maximum).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import H200, ROOT, run_cli
+
+from tracekit.cost.devices import builtin_specs, spec_by_id
+from tracekit.cost.multi import compute_rate, parse_devices, peak_key, ridge, roof_kind
+from tracekit.errors import TracekitError
+
+MLX = ROOT / "captures" / "mlx"
+LAZY = MLX / "seed_lazy_bf16_b128" / "graphs" / "001.dot"
+COMPILED = MLX / "seed_compile_bf16_b128" / "graphs" / "001.dot"
+EAGER_BUNDLE = ROOT / "captures" / "bundles" / "seed_eager"
+
+
+def devices_doc(path, devices="rtx5090,apple-m5-pro", *extra) -> dict:
+    out = run_cli("explain", path, "--devices", devices, "--format", "json", *extra)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def step_on(doc: dict, spec: str, step: int = 0) -> dict:
+    return next(d for d in doc["devices"]["steps"][step]["devices"] if d["spec"] == spec)
+
+
+def test_seed_b128_floors_table_on_rtx5090_and_m5_pro():
+    doc = devices_doc(H200 / "seed_eager_b128.json.gz")
+    assert [s["id"] for s in doc["devices"]["specs"]] == ["h200", "rtx5090", "apple-m5-pro"]   # own first
+    step = doc["devices"]["steps"][0]
+    assert step["kernels"] == 2 and step["fused_ops"] == 3          # addmm (mm + add) and relu
+    assert step["one_kernel_bytes"] == 2_623_488
+    r, m = step_on(doc, "rtx5090"), step_on(doc, "apple-m5-pro")
+    assert r["one_kernel_floor_us"] == pytest.approx(1.464, abs=5e-4)
+    assert r["memory_us"] == pytest.approx(1.464, abs=5e-4)
+    # compute: the matmul 1.2813 µs + relu's 131,072 FLOPs at the fp32 vector rate 104.8 TFLOP/s (0.00125 µs)
+    assert r["compute_us"] == pytest.approx(1.2813 + 0.00125, abs=5e-4)
+    assert r["bound"] == "memory" and r["ridge"] == pytest.approx(209.5e12 / 1792e9, rel=1e-6)   # 116.9 FLOP/B
+    assert r["floor_sum_us"] == pytest.approx(1.7566, abs=5e-4)      # the 2-kernel floor
+    assert m["one_kernel_floor_us"] == pytest.approx(8.5456, abs=5e-4)
+    assert m["compute_us"] == pytest.approx(8.5218, abs=5e-4)        # no fp32 rate on the M5 Pro: relu adds 0
+    assert m["ridge"] == pytest.approx(31.5e12 / 307e9, rel=1e-6)    # 102.6 FLOP/B
+    assert (r["compute_roof"], r["memory_roof"]) == ("datasheet", "datasheet")
+    assert (m["compute_roof"], m["memory_roof"]) == ("measured", "datasheet")
+    # measured ÷ floor only on the trace's own device (the H200: 2,623,488 / 4800e3 = 0.54656 µs one-kernel)
+    own = step_on(doc, "h200")
+    assert own["trace_device"] and own["one_kernel_floor_us"] == pytest.approx(0.54656, abs=1e-6)
+    assert own["measured_over_one_kernel"] == pytest.approx(doc["steps"][0]["costed_us"] / 0.54656, rel=1e-9)
+    assert r["measured_over_one_kernel"] is None and m["measured_over_floor_sum"] is None
+
+
+def test_seed_b1_one_kernel_floors():
+    doc = devices_doc(H200 / "seed_eager_b1.json.gz")
+    assert doc["devices"]["steps"][0]["one_kernel_bytes"] == 2_103_296
+    assert step_on(doc, "rtx5090")["one_kernel_floor_us"] == pytest.approx(1.1737, abs=5e-4)
+    assert step_on(doc, "apple-m5-pro")["one_kernel_floor_us"] == pytest.approx(6.8511, abs=5e-4)
+
+
+@pytest.mark.parametrize("path, kernels, floor_sum", [
+    (H200 / "seed_max-autotune-no-cudagraphs_b128.json.gz", 1, 1.4640),     # one fused template kernel
+    (H200 / "seed_eager_b128.json.gz", 2, 1.7566),                          # nvjet addmm + relu
+    (LAZY, 3, 2.0491)])                                                      # MLX lazy: Matmul, Add, Maximum
+def test_one_two_and_three_kernel_floors_on_rtx5090(path, kernels, floor_sum):
+    doc = devices_doc(path, "rtx5090")
+    step = doc["devices"]["steps"][0]
+    assert step["kernels"] == kernels
+    r = step_on(doc, "rtx5090")
+    assert r["floor_sum_us"] == pytest.approx(floor_sum, abs=5e-4)
+    assert r["one_kernel_floor_us"] == pytest.approx(1.464, abs=5e-4)      # the same work in one kernel
+
+
+def test_identical_steps_are_one_group_and_kernels_carry_floors():
+    doc = devices_doc(H200 / "seed_eager_b128.json.gz")
+    groups = doc["devices"]["step_groups"]
+    assert [g["steps"] for g in groups] == [[0, 1, 2, 3, 4]]
+    gemm = doc["devices"]["kernels"][0]
+    assert gemm["op"] == "aten::addmm" and gemm["count_per_step"] == 1
+    r = next(d for d in gemm["devices"] if d["spec"] == "rtx5090")
+    assert r["floor_us"] == pytest.approx(1.4640, abs=5e-4) and r["compute_us"] == pytest.approx(1.2813, abs=5e-4)
+    relu = next(k for k in doc["devices"]["kernels"] if k["op"] == "aten::clamp_min")
+    m = next(d for d in relu["devices"] if d["spec"] == "apple-m5-pro")
+    assert m["floor_us"] == pytest.approx(524_288 / 307e3, rel=1e-9)       # 1.7078 µs, memory only
+    assert m["compute_roof"] is None and m["ridge"] is None                # Apple publishes no fp32 rate
+
+
+def test_fp16_uses_the_fp32_accumulate_rate(tmp_path):
+    """A GeForce card runs fp16 with fp32 accumulation at half its fp16-accumulate rate: a real fp16 MLX
+    matmul (PyTorch and MLX accumulate in fp32) gets 209.5 TFLOP/s on the 5090, not 419."""
+    pytest.importorskip("mlx.core")
+    from tracekit.capture.mlx import capture_mlx_script
+
+    out = tmp_path / "fp16"
+    assert capture_mlx_script(str(ROOT / "tests" / "scripts" / "mlx_seed.py"),
+                              ["--mode", "lazy", "--dtype", "fp16", "--batch", "128"], out, quiet=True) == 0
+    doc = devices_doc(out / "graphs" / "001.dot", "rtx5090")
+    mm = doc["devices"]["kernels"][0]
+    assert mm["name"] == "Matmul" and mm["dtype"] == "fp16"
+    r = next(d for d in mm["devices"] if d["spec"] == "rtx5090")
+    assert (r["peak_key"], r["peak_tflops"]) == ("fp16", 209.5)
+    assert r["compute_us"] == pytest.approx(268_435_456 / 209.5e6, rel=1e-9)    # 1.2813 µs, not 0.6407
+
+
+def test_fp16_accumulate_rate_only_when_asked():
+    """Synthetic: the peak key a kernel runs at, for each builtin spec, agrees with the rate the roofline
+    uses; fp16 with fp16 accumulation gets the 5090's 419, and falls back to the one fp16 rate on a datasheet
+    part that quotes one."""
+    r, h = spec_by_id("rtx5090"), spec_by_id("h200")
+    assert compute_rate(r, "fp16", "matrix") == 209.5 and compute_rate(r, "fp16_fp16acc", "matrix") == 419.0
+    assert peak_key(r, "fp16_fp16acc", "matrix") == "fp16_fp16acc" and peak_key(h, "fp16_fp16acc", "matrix") == "fp16"
+    assert compute_rate(h, "fp16_fp16acc", "matrix") == 989.5
+    assert ridge(r, "bf16", "matrix") == pytest.approx(116.908, rel=1e-5)
+    for spec in builtin_specs():
+        for dtype in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp16_fp16acc", "fp8", "int8"):
+            for unit in ("matrix", "vector"):
+                key = peak_key(spec, dtype, unit)
+                rate = compute_rate(spec, dtype, unit)
+                assert (spec.peak_tflops[key] if key else None) == rate, (spec.id, dtype, unit)
+
+
+def test_roof_kinds():
+    assert roof_kind(spec_by_id("apple-m5-pro"), "peak.bf16") == "measured"
+    assert roof_kind(spec_by_id("apple-m5-pro"), "memory.bandwidth_gbs") == "datasheet"
+    assert roof_kind(spec_by_id("h200-measured"), "memory.bandwidth_gbs") == "measured"
+    assert roof_kind(spec_by_id("rtx5090"), "peak.bf16") == "datasheet"
+    assert roof_kind(spec_by_id("rtx5090"), "peak.fp8") is None
+
+
+@pytest.mark.parametrize("devices, says", [("rtx5090,no-such-gpu", "no-such-gpu"), ("rtx5090,,h200", "commas"),
+                                           ("missing/spec.toml", "missing/spec.toml")])
+def test_bad_devices_exit_2_one_line(devices, says):
+    out = run_cli("explain", H200 / "seed_eager_b128.json.gz", "--devices", devices)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and says in out.stderr and "Traceback" not in out.stderr
+    with pytest.raises(TracekitError):
+        parse_devices(devices)
+
+
+def test_spec_files_and_duplicates(tmp_path):
+    spec = tmp_path / "mine.toml"
+    spec.write_text((ROOT / "tracekit" / "specs" / "rtx5090.toml").read_text().replace('id = "rtx5090"',
+                                                                                      'id = "my5090"'))
+    assert [s.id for s in parse_devices(f"rtx5090,{spec},rtx5090")] == ["rtx5090", "my5090"]
+
+
+@pytest.mark.parametrize("path", [H200 / "seed_eager_b128.json.gz", MLX / "seed_lazy_bf16_b128",
+                                  H200 / "block_compile.json.gz"])
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv"])
+def test_formats_and_width(path, fmt):
+    out = run_cli("explain", path, "--devices", "h200,rtx5090,apple-m5-pro", "--format", fmt)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    if fmt == "table":
+        assert max(len(line) for line in lines) <= 80
+        assert any(line.startswith("rtx5090 ") for line in lines)
+    elif fmt == "markdown":
+        assert any(line.startswith("| rtx5090 |") for line in lines)
+    else:
+        assert lines[0].startswith("graph,level,steps,name")
+        assert {line.split(",")[1] for line in lines[1:]} <= {"step", "kernel"}
