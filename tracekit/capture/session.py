@@ -391,7 +391,7 @@ def describe_environment(torch) -> dict:
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
-            env["devices"].append({k: getattr(p, k) for k in (
+            env["devices"].append({k: str(getattr(p, k)) if k == "uuid" else getattr(p, k) for k in (  # _CUuuid
                 "name", "major", "minor", "total_memory", "multi_processor_count", "L2_cache_size",
                 "max_threads_per_multi_processor", "warp_size", "gcnArchName", "uuid") if hasattr(p, k)})
         env["device_name"] = env["devices"][0]["name"]
