@@ -7,16 +7,7 @@ from pathlib import Path
 import orjson
 
 from tracekit.errors import say_error
-
-
-def fmt_us(us) -> str:
-    if us is None:
-        return "-"
-    if us >= 1e6:
-        return f"{us / 1e6:.3f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3f} ms"
-    return f"{us:.2f} µs"
+from tracekit.report.fmt import fmt_us
 
 
 def _pct(x) -> str:
