@@ -175,3 +175,84 @@ def test_formats_and_width(path, fmt):
     else:
         assert lines[0].startswith("graph,level,steps,name")
         assert {line.split(",")[1] for line in lines[1:]} <= {"step", "kernel"}
+
+
+# ---- compare ------------------------------------------------------------------------------------------------
+
+def compare_doc(a, b, *extra) -> dict:
+    out = run_cli("compare", a, b, "--format", "json", *extra)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_compare_h200_bundle_with_mlx_lazy_graph():
+    """H200 eager (nvjet addmm with the bias, relu) against MLX lazy (Matmul, Add, Maximum): names differ,
+    the work matches by op class. Floors on each side's own spec: A on the H200 (0.54656 + 524,288 / 4.8e6 =
+    0.65579 µs; one kernel 0.54656), B on the cpu spec (25.3 GB/s, no bf16 rate: the kernels' bytes
+    2,621,440 + 526,336 + 524,290 = 3,672,066 / 25.3e3 = 145.14 µs; one kernel 2,623,490 / 25.3e3 = 103.70)."""
+    doc = compare_doc(EAGER_BUNDLE, LAZY)
+    per = doc["per_step"]
+    assert (per["kernels"]["a"], per["kernels"]["b"]) == (2, 3)
+    assert (per["fused_ops"]["a"], per["fused_ops"]["b"]) == (3, 3)
+    assert per["floor_us"]["a"] == pytest.approx(0.65579, abs=1e-5)
+    assert per["one_kernel_floor_us"]["a"] == pytest.approx(0.54656, abs=1e-6)
+    assert per["floor_us"]["b"] == pytest.approx(145.14, abs=0.01)
+    assert per["one_kernel_floor_us"]["b"] == pytest.approx(103.70, abs=0.01)
+    explained = run_cli("explain", EAGER_BUNDLE, "--format", "json")
+    steps = json.loads(explained.stdout)["steps"]
+    kernel_us = sorted(s["kernel_us"] for s in steps)[len(steps) // 2]
+    assert per["kernel_us"]["a"] == pytest.approx(kernel_us) and per["kernel_us"]["b"] is None
+    assert per["measured_over_floor"]["b"] is None
+    assert [w["work"] for w in doc["work"]] == ["matmul", "elementwise"]
+    mm, ew = doc["work"]
+    assert mm["matched_by"] == ew["matched_by"] == "op class"
+    assert mm["a"]["fused_op_sets"] == {"mm+add": 1} and mm["b"]["fused_op_sets"] == {"matmul": 1}
+    assert mm["b"]["names"] == ["Matmul"] and mm["a"]["names"][0].startswith("nvjet_sm90")
+    assert (ew["a"]["kernels"], ew["b"]["kernels"]) == (1, 2)
+    assert ew["a"]["fused_op_sets"] == {"relu": 1} and ew["b"]["fused_op_sets"] == {"add": 1, "maximum": 1}
+    assert mm["a"]["floor_us"] == pytest.approx(0.54656, abs=1e-6)
+    assert mm["b"]["floor_us"] == pytest.approx(2_621_440 / 25.3e3, rel=1e-9)
+
+
+def test_compare_compiled_sides_match_fused_elementwise_and_same_spec_floors_agree():
+    """Inductor's triton_poi_fused_relu_0 (category triton) and MLX's CompiledBroadcastAddBroadcastMaximum are
+    both the step's fused elementwise kernel. Costed on one spec (--spec-a/--spec-b rtx5090) the two captures
+    of one workload give one one-kernel floor, 1.464 µs, and the same 2-kernel floor sum: 1.4640 + 0.2926 µs on
+    A; 1.4629 (mm) + 0.2937 (add+maximum reads out, b and the 0, writes out: 526,338 B) on B = 1.7566 µs."""
+    doc = compare_doc(ROOT / "captures" / "bundles" / "seed_compile", COMPILED, "--spec-a", "rtx5090",
+                      "--spec-b", "rtx5090")
+    assert doc["a"]["spec"] == doc["b"]["spec"] == "rtx5090"
+    ew = next(w for w in doc["work"] if w["work"] == "elementwise")
+    assert ew["a"]["names"] == ["triton_poi_fused_relu_0"]
+    assert ew["b"]["names"] == ["CompiledBroadcastAddBroadcastMaximum"]
+    assert ew["b"]["fused_op_sets"] == {"add+maximum": 1}
+    per = doc["per_step"]
+    for side in ("a", "b"):
+        assert per["one_kernel_floor_us"][side] == pytest.approx(1.464, abs=5e-4)
+        assert per["floor_us"][side] == pytest.approx(1.7566, abs=5e-4)
+    assert per["measured_over_floor"]["a"] == pytest.approx(per["kernel_us"]["a"] / per["floor_us"]["a"], rel=0.02)
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "csv"])
+def test_compare_formats(fmt):
+    out = run_cli("compare", EAGER_BUNDLE, LAZY, "--format", fmt)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    if fmt == "text":
+        assert max(len(line) for line in lines) <= 80
+        assert any(line.startswith("matmul ") for line in lines)
+    elif fmt == "markdown":
+        assert any(line.startswith("| matmul | A | 1 | mm+add |") for line in lines)
+    else:
+        assert lines[0].startswith("section,key,side")
+        assert sum(line.startswith("work,elementwise,") for line in lines) == 2
+
+
+@pytest.mark.parametrize("args, says", [
+    ((MLX / "seed_lazy_bf16_b128",), "holds 3 MLX graphs"),
+    ((LAZY, "--spec-b", "no-such-gpu"), "no-such-gpu"),
+    ((ROOT / "nothing.json",), "no such file")])
+def test_compare_refuses_in_one_line(args, says):
+    out = run_cli("compare", EAGER_BUNDLE, *args)
+    assert out.returncode == 2 and out.stdout == ""
+    assert says in out.stderr and out.stderr.strip().count("\n") == out.stderr.count("warning")

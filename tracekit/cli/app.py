@@ -102,7 +102,7 @@ def explain(
     wide: bool = typer.Option(False, "--wide", help="Table: every column, whatever the terminal's width"),
     devices: Optional[str] = typer.Option(None, "--devices", help="Floors on these devices side by side, e.g. "
                                           "h200,rtx5090,apple-m5-pro (spec ids or files; measured ÷ floor on the "
-                                          "trace's own device): docs/devices.md"),
+                                          "trace's own device): docs/compare.md"),
 ) -> None:
     """Classify every kernel, count kernels per step, and set each against its roofline floor."""
     from tracekit.analyze import analyze_path
@@ -124,6 +124,8 @@ for command in (capture, check, diff, ranks):
     command.register(app)
 from tracekit.cli import measure as measure_command  # noqa: E402  (tracekit measure, issue 13)
 measure_command.register(app)
+from tracekit.cli import compare as compare_command  # noqa: E402  (tracekit compare, issue 17)
+compare_command.register(app)
 
 
 # optional packages a command may need: the extra that installs each (pyproject.toml)

@@ -125,7 +125,8 @@ def _step_head(step: dict, group: dict) -> list[str]:
     if step["one_kernel_bytes"]:
         work += f", one kernel moves {bytes3(step['one_kernel_bytes'])}"
         work += f" ({sig3(step['intensity'])} FLOP/B)" if step["intensity"] else ""
-    return [clip(f"{step_label(group)}: {step['kernels']} kernels, {step['fused_ops']} fused ops{measured}", 80),
+    kernels = f"{step['kernels']} kernel" + ("" if step["kernels"] == 1 else "s")
+    return [clip(f"{step_label(group)}: {kernels}, {step['fused_ops']} fused ops{measured}", 80),
             clip(work, 80)]
 
 
