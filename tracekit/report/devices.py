@@ -162,6 +162,7 @@ def _kernels(trace, views: list, top: int) -> list[dict]:
     out = []
     terms = [roofline_terms(trace.kernels, spec) for spec, _, _ in views]
     position = pd.Series(np.arange(len(trace.kernels)), index=trace.kernels.index)
+    costed = trace.kernels["flops"].notna().to_numpy()
     for info, labels in _kernel_groups(trace, top):
         at = position.loc[labels].to_numpy()
         entry = {**info, "devices": []}
@@ -169,7 +170,7 @@ def _kernels(trace, views: list, top: int) -> list[dict]:
         for (spec, view, own), (compute, memory) in zip(views, terms):
             floors = view.kernels["floor_us"].to_numpy(dtype=float)[at]
             floor = float(floors.sum()) / n if not np.isnan(floors).any() else None
-            c = float(compute[at].sum()) / n
+            c = float(compute[at].sum()) / n if costed[at].any() else None     # no cost model: no compute term
             m = _num(np.nansum(memory[at]) / n) if not np.isnan(memory[at]).all() else None
             dur = info["dur_us_per_step"]
             each = floor / info["count_per_step"] if floor is not None else None     # one kernel's floor
