@@ -27,13 +27,14 @@ PEAK_KEYS = (
     "fp64", "fp64_tensor", "fp32", "fp32_tensor", "tf32",
     "bf16", "fp16", "fp16_fp16acc", "fp8", "int8",
 )
-MEMORY_KEYS = ("bandwidth_gbs", "l2_bytes")
+MEMORY_KEYS = ("bandwidth_gbs", "l2_bytes", "elementwise_gbs")   # elementwise_gbs: informational (a + b)
 LAUNCH_KEYS = ("kernel_us",)       # the shortest a kernel runs on the device (launch and teardown)
 VENDORS = ("nvidia", "amd", "apple", "cpu")
 _TOP_KEYS = {
     "id", "name", "vendor", "match", "match_properties", "min_memory_gb", "max_memory_gb",
-    "notes", "peak", "memory", "launch",
+    "notes", "peak", "memory", "launch", "skipped",
 }
+KINDS = ("measured", "datasheet", "device")   # optional per-number `kind`: how the number was obtained
 
 # dtype spellings seen in traces and in torch -> canonical peak key
 _ALIASES = {
@@ -78,6 +79,14 @@ class DeviceSpec:
     min_memory_gb: float | None = None
     max_memory_gb: float | None = None
     launch_us: float | None = None        # shortest kernel time on the device ([launch] kernel_us)
+    elementwise_gbs: float | None = None  # bytes read + written per s by a large a + b (not used by floors)
+    kinds: dict[str, str] = field(default_factory=dict)     # "peak.bf16" -> measured | datasheet | device
+    skipped: dict[str, str] = field(default_factory=dict)   # "peak.fp8" -> why it was not measured
+
+    @property
+    def measured(self) -> tuple[str, ...]:
+        """The numbers marked ``kind = "measured"`` ("peak.bf16", "memory.bandwidth_gbs", ...)."""
+        return tuple(k for k, v in self.kinds.items() if v == "measured")
 
     def __hash__(self) -> int:
         return hash((self.id, self.path))
@@ -113,15 +122,18 @@ class DeviceSpec:
         return self.peak_tflops.get("fp64" if key == "fp64" else "fp32")
 
 
-def _sourced_number(table: Any, section: str, key: str, where: str) -> tuple[float, str]:
-    if not isinstance(table, dict) or set(table) - {"value", "source"}:
+def _sourced_number(table: Any, section: str, key: str, where: str) -> tuple[float, str, str | None]:
+    if not isinstance(table, dict) or set(table) - {"value", "source", "kind"}:
         raise TracekitError(f"{where}: [{section}] {key} must be {{ value = ..., source = \"...\" }}")
+    kind = table.get("kind")
+    if kind is not None and kind not in KINDS:
+        raise TracekitError(f"{where}: [{section}] {key}.kind must be one of {', '.join(KINDS)}")
     value, source = table.get("value"), table.get("source")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise TracekitError(f"{where}: [{section}] {key}.value must be a positive number")
     if not isinstance(source, str) or not source.strip():
         raise TracekitError(f"{where}: [{section}] {key} needs a non-empty source")
-    return float(value), source.strip()
+    return float(value), source.strip(), kind
 
 
 def _parse(data: bytes, where: str) -> DeviceSpec:
@@ -160,6 +172,7 @@ def _parse(data: bytes, where: str) -> DeviceSpec:
     peaks: dict[str, float] = {}
     memory: dict[str, float] = {}
     launch: dict[str, float] = {}
+    kinds: dict[str, str] = {}
     for section, allowed, out in (("peak", PEAK_KEYS, peaks), ("memory", MEMORY_KEYS, memory),
                                   ("launch", LAUNCH_KEYS, launch)):
         table = doc.get(section, {})
@@ -169,17 +182,23 @@ def _parse(data: bytes, where: str) -> DeviceSpec:
             if key not in allowed:
                 raise TracekitError(
                     f"{where}: unknown [{section}] key '{key}' (allowed: {', '.join(allowed)})")
-            out[key], sources[f"{section}.{key}"] = _sourced_number(entry, section, key, where)
+            out[key], sources[f"{section}.{key}"], kind = _sourced_number(entry, section, key, where)
+            if kind is not None:
+                kinds[f"{section}.{key}"] = kind
     if not peaks and "bandwidth_gbs" not in memory:
         raise TracekitError(f"{where}: needs at least one [peak] rate or memory.bandwidth_gbs")
     l2 = memory.get("l2_bytes")
+    skipped = doc.get("skipped", {})      # "section.key" = "why it was left out" (written by calibrate)
+    if not isinstance(skipped, dict) or not all(isinstance(v, str) for v in skipped.values()):
+        raise TracekitError(f"{where}: [skipped] must map \"section.key\" to a reason string")
     return DeviceSpec(
         id=doc["id"].strip(), name=doc["name"].strip(), vendor=doc["vendor"],
         peak_tflops=peaks, bandwidth_gbs=memory.get("bandwidth_gbs"),
         l2_bytes=None if l2 is None else int(l2), sources=sources, path=where,
         notes=str(doc.get("notes", "")).strip(), match=tuple(patterns), match_properties=props,
         min_memory_gb=bounds["min_memory_gb"], max_memory_gb=bounds["max_memory_gb"],
-        launch_us=launch.get("kernel_us"),
+        launch_us=launch.get("kernel_us"), elementwise_gbs=memory.get("elementwise_gbs"), kinds=kinds,
+        skipped=dict(skipped),
     )
 
 
