@@ -124,6 +124,8 @@ for command in (capture, check, diff, ranks):
     command.register(app)
 from tracekit.cli import measure as measure_command  # noqa: E402  (tracekit measure, issue 13)
 measure_command.register(app)
+from tracekit.cli import calibrate as calibrate_command  # noqa: E402  (tracekit calibrate, issue 17)
+calibrate_command.register(app)
 from tracekit.cli import compare as compare_command  # noqa: E402  (tracekit compare, issue 17)
 compare_command.register(app)
 
