@@ -149,6 +149,17 @@ def _analysis_cache():
         analyze.analyze_path = real
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _trace_cache_off(tmp_path_factory):
+    """tracekit's own cache of normalised tables (tracekit.model.cache) is off in tests, and points into
+    this session's temporary folder: tests/test_cache.py turns it on where it tests it."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path_factory.mktemp("trace-cache")))
+    patch.setenv("TRACEKIT_NO_CACHE", "1")
+    yield
+    patch.undo()
+
+
 def analyze(path, **kwargs) -> list:
     """``tracekit.analyze.analyze_path`` through the session cache (a fresh copy on every call)."""
     import tracekit.analyze

@@ -58,6 +58,7 @@ def test_every_builtin_spec_loads_with_sources():
             numbers["memory.l2_bytes"] = spec.l2_bytes
         if spec.launch_us is not None:
             numbers["launch.kernel_us"] = spec.launch_us
+        numbers.update({f"link.{k}": v for k, v in spec.links.items()})
         assert numbers, spec.id
         assert set(numbers) == set(spec.sources), spec.id
         for key, value in numbers.items():

@@ -14,10 +14,12 @@ from tracekit import bundle
 from tracekit.fusion.exact import join_execution_trace
 from tracekit.load.execution_trace import fill_tensor_lists, read_execution_trace
 from tracekit.fusion.names import KernelSources, annotate_fusion
-from tracekit.load.graph_replay import map_graph_kernels
-from tracekit.load.kineto import load_trace
+from tracekit.load.collectives import collective_rows, world_size
+from tracekit.load.graph_replay import capture_files, map_graph_kernels
+from tracekit.load.kineto import load_trace, resolve_trace_path
 from tracekit.load.twins import adopt_twins
-from tracekit.model.schema import validate
+from tracekit.model import cache
+from tracekit.model.schema import COLUMNS, KERNEL_COLUMNS, validate
 from tracekit.model.trace import Trace, skip_steps
 
 
@@ -89,21 +91,44 @@ def _mlx_spec(trace: Trace):
     return found
 
 
-def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
-             bundle_dir: Path | None = None, et: Path | None = None) -> Trace:
-    """Fill category, op (graph replays), fused_ops, cost and roofline columns in place; with an
-    execution trace ``et``, each row's exact reads and writes (``et_io``)."""
+def normalise(trace: Trace, bundle_dir: Path | None = None) -> Trace:
+    """The stages that depend on the trace (and its bundle's graph captures) alone, in place: twins,
+    category, each communication kernel's collective, graph replays mapped to their capture ops. What
+    this leaves is what the cache keeps (model.cache)."""
+    if trace.normalised:
+        return trace
     df = trace.kernels
     twins = adopt_twins(df)
     if twins:
         trace.warnings.append(f"{twins} kernels launched before the trace began take the op and shapes of an "
-                              "identical kernel (the same sequence of kernels later in the trace, or the one kind of kernel of the "
-                              "same name, grid, block and stream): op_source 'twin'")
+                              "identical kernel (same name, grid, block, stream): op_source 'twin'")
     if df["category"].isna().any():
         classify(df)
+    if "collective" not in df.columns:
+        df.insert(KERNEL_COLUMNS.index("collective"), "collective", None)
+    df["collective"] = collective_rows(df, trace.path, world_size(trace.metadata), trace.source_events)
     if df["graph"].any():
         map_graph_kernels(trace, bundle_dir)
-        df = trace.kernels
+    _none_for_nan(trace.kernels)
+    trace.normalised = True
+    return trace
+
+
+def _none_for_nan(df) -> None:
+    """Text columns hold a string or None: a NaN a stage left there (an op copied from a row without one)
+    becomes None, so a table read back from the cache is the same table."""
+    for c in COLUMNS:
+        if c.kind == "str" and c.name in df.columns and df[c.name].dtype == object:
+            nan = df[c.name].map(lambda v: isinstance(v, float) and v != v)
+            if nan.any():
+                df[c.name] = df[c.name].where(~nan, None)
+
+
+def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
+             bundle_dir: Path | None = None, et: Path | None = None) -> Trace:
+    """Fill category, op (graph replays), fused_ops, cost and roofline columns in place; with an
+    execution trace ``et``, each row's exact reads and writes (``et_io``)."""
+    df = normalise(trace, bundle_dir).kernels
     sources = KernelSources(bundle_dir)
     et_data = read_execution_trace(et, {int(r) for r in df["op_rf_id"] if r != -1}) if et is not None else None
     if et_data is not None:
@@ -142,8 +167,20 @@ def analyze_path(path: str | Path, step_marker: str | None = None, device: str |
             raise TracekitError("--et joins a PyTorch execution trace to a torch.profiler trace, not to MLX graphs")
         from tracekit.load.mlx import load_mlx
         return [annotate(t, device, spec) for t in load_mlx(p)]
-    trace = skip_steps(load_trace(p, step_marker), skip)
     found = Path(et) if et is not None else execution_trace_of(p)
     if found is not None and not found.exists():
         raise TracekitError(f"{found}: no such execution trace file")
-    return [annotate(trace, device, spec, bundle_dir_of(p), found)]
+    bundle_dir = bundle_dir_of(p)
+    trace = skip_steps(load_normalised(p, step_marker, bundle_dir), skip)
+    return [annotate(trace, device, spec, bundle_dir, found)]
+
+
+def load_normalised(path: Path, step_marker: str | None = None, bundle_dir: Path | None = None) -> Trace:
+    """The trace at ``path`` loaded and normalised, from the cache when it holds it (model.cache)."""
+    trace_file = resolve_trace_path(path)
+    k = cache.key(trace_file, step_marker, capture_files(bundle_dir))
+    trace = cache.read(k, str(trace_file))
+    if trace is None:
+        trace = normalise(load_trace(trace_file, step_marker), bundle_dir)
+        cache.write(k, trace)
+    return trace

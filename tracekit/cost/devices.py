@@ -29,10 +29,11 @@ PEAK_KEYS = (
 )
 MEMORY_KEYS = ("bandwidth_gbs", "l2_bytes", "elementwise_gbs")   # elementwise_gbs: informational (a + b)
 LAUNCH_KEYS = ("kernel_us",)       # the shortest a kernel runs on the device (launch and teardown)
+LINK_KEYS = ("nvlink_gbs", "xgmi_gbs", "pcie_gbs")   # GB/s per direction, all links of one GPU (collectives)
 VENDORS = ("nvidia", "amd", "apple", "cpu")
 _TOP_KEYS = {
     "id", "name", "vendor", "match", "match_properties", "min_memory_gb", "max_memory_gb",
-    "notes", "peak", "memory", "launch", "skipped",
+    "notes", "peak", "memory", "launch", "skipped", "link",
 }
 KINDS = ("measured", "datasheet", "device")   # optional per-number `kind`: how the number was obtained
 
@@ -82,6 +83,13 @@ class DeviceSpec:
     elementwise_gbs: float | None = None  # bytes read + written per s by a large a + b (not used by floors)
     kinds: dict[str, str] = field(default_factory=dict)     # "peak.bf16" -> measured | datasheet | device
     skipped: dict[str, str] = field(default_factory=dict)   # "peak.fp8" -> why it was not measured
+    links: dict[str, float] = field(default_factory=dict)   # [link] nvlink_gbs / xgmi_gbs / pcie_gbs, per direction
+
+    @property
+    def link_gbs(self) -> float | None:
+        """The fastest link one GPU has to its peers, GB/s per direction: what a collective's bus bytes
+        cross at best (a floor, so the fastest; None when the spec gives no link)."""
+        return max(self.links.values()) if self.links else None
 
     @property
     def measured(self) -> tuple[str, ...]:
@@ -172,9 +180,10 @@ def _parse(data: bytes, where: str) -> DeviceSpec:
     peaks: dict[str, float] = {}
     memory: dict[str, float] = {}
     launch: dict[str, float] = {}
+    links: dict[str, float] = {}
     kinds: dict[str, str] = {}
     for section, allowed, out in (("peak", PEAK_KEYS, peaks), ("memory", MEMORY_KEYS, memory),
-                                  ("launch", LAUNCH_KEYS, launch)):
+                                  ("launch", LAUNCH_KEYS, launch), ("link", LINK_KEYS, links)):
         table = doc.get(section, {})
         if not isinstance(table, dict):
             raise TracekitError(f"{where}: [{section}] must be a table")
@@ -198,7 +207,7 @@ def _parse(data: bytes, where: str) -> DeviceSpec:
         notes=str(doc.get("notes", "")).strip(), match=tuple(patterns), match_properties=props,
         min_memory_gb=bounds["min_memory_gb"], max_memory_gb=bounds["max_memory_gb"],
         launch_us=launch.get("kernel_us"), elementwise_gbs=memory.get("elementwise_gbs"), kinds=kinds,
-        skipped=dict(skipped),
+        skipped=dict(skipped), links=links,
     )
 
 

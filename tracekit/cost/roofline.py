@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.ops import Cost, OpCall, broadcast, cost_of, lookup
+from tracekit.ops.collectives import BUS_FACTOR, bus_bytes
 from tracekit.ops.tensors import FLOAT_DTYPES, result_dtype
 from tracekit.ops.inductor import inductor_cost, is_inductor_kernel
 
@@ -17,13 +18,15 @@ RolesFn = Callable[[str, object], 'list[str] | None']   # (kernel op, kernel_fil
 
 _DEVICE_TO_DEVICE = re.compile(r"dtod|device -> device|d2d", re.IGNORECASE)
 _COST_INPUTS = ("name", "kind", "category", "op", "op_dims", "op_types", "op_strides", "op_concrete",
-                "kernel_file", "fused_ops", "event_bytes")
+                "kernel_file", "fused_ops", "event_bytes", "collective")
 
 
 def row_cost(row, roles_of: RolesFn | None) -> Cost | str:
     """The cost of one row (a namedtuple of ``_COST_INPUTS``), or why it has none."""
     if row.kind in ("memcpy", "memset"):
         return _transfer_cost(row)
+    if row.category == "communication" and row.kind == "kernel":
+        return collective_cost(row.collective)
     op, dims = row.op, row.op_dims
     if not isinstance(op, str):
         return "no launching op found (graph replay or op-less launch)"
@@ -62,6 +65,19 @@ def generic_cost(call: OpCall, category: str) -> Cost | None:
     return Cost(float(numel), nbytes, dtype, "vector", note)
 
 
+def collective_cost(c: dict | None) -> Cost | str:
+    """A collective kernel: its bus bytes (ops.collectives, NCCL-tests' convention) over the link, no FLOPs."""
+    if not isinstance(c, dict):
+        return "collective not identified (no Collective name, kernel name or c10d op names it)"
+    nbytes = bus_bytes(c.get("name"), c.get("bytes"), c.get("group_size"))
+    if nbytes is None:
+        why = "moves no data" if c.get("name") not in BUS_FACTOR else "message or group size not recorded"
+        return f"{c.get('name')}: {why}"
+    n = c["group_size"]
+    return Cost(0.0, nbytes, c.get("dtype"), "link", f"{c['name']} bus bytes (NCCL-tests): "
+                f"{BUS_FACTOR[c['name']](n):.4g} x {c['bytes']:.0f} B, {n} ranks")
+
+
 def _transfer_cost(row) -> Cost | str:
     """A copy or memset: the bytes the trace gives it (a device copy reads and writes them)."""
     nbytes = row.event_bytes
@@ -87,7 +103,7 @@ def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None) -> pd.DataFrame
     for row in df[list(_COST_INPUTS)].itertuples(index=False):
         event = row.event_bytes if row.event_bytes == row.event_bytes else None   # NaN: no memo key
         key = (row.name, row.kind, row.op, repr(row.op_dims), repr(row.op_types), repr(row.op_concrete),
-               row.kernel_file, event)
+               row.kernel_file, event, repr(row.collective))
         cost = memo.get(key)
         if cost is None:
             cost = memo[key] = row_cost(row, roles_of)
@@ -149,7 +165,8 @@ def roofline_terms(df: pd.DataFrame, spec) -> tuple[np.ndarray, np.ndarray]:
     nbytes = df["bytes"].to_numpy(dtype=float)
     compute_us = np.where(flops > 0, flops / (peak_tflops * 1e6), 0.0)
     bw = spec.bandwidth_gbs or np.nan
-    memory_us = nbytes / (bw * 1e3)
+    link = spec.link_gbs or np.nan            # a collective's bus bytes cross the link (spec [link])
+    memory_us = np.where(df["compute_unit"].to_numpy() == "link", nbytes / (link * 1e3), nbytes / (bw * 1e3))
     compute_us = np.where(np.isnan(compute_us), 0.0, compute_us)   # no rate for the dtype: memory term only
     return compute_us, memory_us
 
@@ -168,6 +185,7 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
     floor = np.where(floor > 0, floor, np.nan)
     df["floor_us"] = floor
     bound = np.where(np.isnan(floor), None, np.where(compute_us > memory_us, "compute", "memory"))
+    bound = np.where((df["compute_unit"].to_numpy() == "link") & ~np.isnan(floor), "link", bound)
     if spec.launch_us:           # no kernel runs faster than the device lets one start and finish
         bound = np.where(floor < spec.launch_us, "launch", bound)
     df["bound"] = bound

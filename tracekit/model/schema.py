@@ -49,18 +49,22 @@ COLUMNS: tuple[Column, ...] = (
     Column("event_bytes", "float", "load", "bytes the trace itself gives a memcpy/memset (NaN for kernels)"),
     Column("event_index", "int", "load", "position of the row's event in the trace's traceEvents list (explain "
            "--perfetto annotates that event); -1 for rows not read from one trace event (CPU-only rows, MLX)"),
+    Column("collective", "object", "collectives", "a communication kernel's collective (load.collectives): {name, "
+           "bytes (S, the whole buffer), dtype, group, group_size, source}; None for other rows"),
     Column("fused_ops", "object", "fusion", "list of lowercase aten-style op names the kernel performs"),
     Column("io", "object", "fusion", "ops.IO: tensors the row's op call reads and writes, or None"),
     Column("et_io", "object", "fusion", "fusion.exact.ExactIO: what the row's op call reads and writes by storage "
            "(storage id, byte range), from the execution trace node with its op_rf_id; None when not joined"),
     Column("dtype", "str", "cost", "dtype the work runs in (selects the peak), or None"),
-    Column("compute_unit", "str", "cost", '"matrix" (tensor-core peak) | "vector" | None'),
+    Column("compute_unit", "str", "cost", '"matrix" (tensor-core peak) | "vector" | "link" (a collective: its '
+           'bytes cross the GPU\'s link, spec [link]) | None'),
     Column("flops", "float", "cost", "floating-point operations (NaN when no model applies)"),
     Column("bytes", "float", "cost", "minimal bytes: inputs read once + outputs written once (NaN unknown)"),
     Column("cost_note", "str", "cost", "which model costed the row, or why it has no floor"),
     Column("floor_us", "float", "roofline", "max(flops/peak, bytes/bandwidth), microseconds (NaN unknown)"),
     Column("bound", "str", "roofline", '"compute" | "memory" | "launch" (floor below the device\'s shortest '
-                                     'kernel, spec [launch] kernel_us) | None'),
+                                     'kernel, spec [launch] kernel_us) | "link" (a collective: bus bytes / the '
+                                     'spec\'s link bandwidth) | None'),
     Column("gap", "float", "roofline", "time / floor_us: the time of all the op call's kernels on the row that "
                                      "carries its floor (NaN when no floor)"),
     Column("covered", "bool", "roofline", "the row's time is set against a floor: its own, or its op call's "

@@ -40,6 +40,7 @@ class Trace:
     spec: object = None                 # cost.devices.DeviceSpec chosen for floors, or None
     # the loader's events, kept only while graph-replayed rows still need their capture mapped
     source_events: list | None = field(default=None, repr=False)
+    normalised: bool = False            # twins, classify, collectives and graph replays done (analyze.normalise)
 
     @property
     def is_cpu_only(self) -> bool:

@@ -92,10 +92,10 @@ def _title(r, extra: str) -> str:
 
 def plotted(groups: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Groups on the FLOP roofline (FLOPs and bytes known, timed) and on the bandwidth strip (bytes
-    known, no FLOPs, timed)."""
+    known, no FLOPs, timed); collectives (bound "link": their bytes cross the link, not memory) on neither."""
     if groups.empty:
         return groups, groups
-    timed = groups["dur_us"].fillna(0) > 0
+    timed = (groups["dur_us"].fillna(0) > 0) & (groups["bound_s"] != "link" if "bound_s" in groups else True)
     has_bytes = groups["bytes"].fillna(0) > 0
     has_flops = groups["flops"].fillna(0) > 0
     return groups[timed & has_bytes & has_flops], groups[timed & has_bytes & ~has_flops]

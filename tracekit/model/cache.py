@@ -1,0 +1,223 @@
+"""The normalised kernel table of a trace, kept as Parquet so that the next explain/check/diff/ranks of
+the same file skips reading the JSON (the largest part of explain's time, docs/performance.md).
+
+What is kept: the table as load, twins, classify, collectives and graph-replay mapping leave it
+(``analyze.normalise``), with the ``Trace`` fields needed to rebuild it (steps, device, metadata,
+warnings). Costs and floors are not kept: they depend on --device/--spec, on kernel sources and on an
+execution trace, and they take a fraction of the load time, so they are recomputed on every run.
+
+Key: blake2b of the trace file's bytes (streamed) and of each graph-capture file the bundle adds, the
+file's absolute path, the step marker, tracekit's version and a digest of tracekit's own source files
+(so an edited checkout never reads a table an older loader wrote). A file is written to a temporary
+name and renamed into place (concurrent writers: the last rename wins, readers never see half a
+file). A file that cannot be read is ignored with one warning line and written again.
+
+Where: ``$TRACEKIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracekit``, else ``~/.cache/tracekit``;
+``TRACEKIT_NO_CACHE=1`` or ``--no-cache`` turn it off. A folder that cannot be written means no cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from tracekit.model.schema import BY_NAME, KERNEL_COLUMNS
+from tracekit.model.trace import Step, Trace
+from tracekit.version import __version__
+
+FORMAT = 1                   # bump when the layout of a cache file changes
+_enabled: list[bool] = []    # innermost ``settings(enabled=...)`` wins
+
+
+@contextlib.contextmanager
+def settings(enabled: bool):
+    """Turn the cache on or off for the calls inside (``--no-cache``)."""
+    _enabled.append(enabled)
+    try:
+        yield
+    finally:
+        _enabled.pop()
+
+
+def folder() -> Path | None:
+    """The cache folder, or None when the cache is off."""
+    if (_enabled and not _enabled[-1]) or os.environ.get("TRACEKIT_NO_CACHE", "") not in ("", "0"):
+        return None
+    if os.environ.get("TRACEKIT_CACHE_DIR"):
+        return Path(os.environ["TRACEKIT_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tracekit"
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """A digest of every tracekit source file and the declared schema: any code change is a new key."""
+    h = hashlib.blake2b(digest_size=16)
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted(package.rglob("*.py")):
+        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    h.update(repr([(c.name, c.kind) for c in BY_NAME.values()]).encode())
+    return h.hexdigest()
+
+
+def _file_digest(path: Path, h) -> bool:
+    """Feed a regular file's bytes to ``h`` in 1 MiB blocks; False for anything else (a FIFO never blocks)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
+    except OSError:
+        return False
+    return True
+
+
+def key(trace_file: Path, step_marker: str | None, extra_files: list[Path] = ()) -> str | None:
+    """The cache key of a trace file and the files its normalised table depends on; None when one of
+    them is not a regular file."""
+    h = hashlib.blake2b(digest_size=20)
+    h.update(orjson.dumps([FORMAT, __version__, code_digest(), str(Path(trace_file).resolve()), step_marker]))
+    for path in (trace_file, *extra_files):
+        h.update(str(Path(path).name).encode() + b"\0")
+        if not _file_digest(Path(path), h):
+            return None
+    return h.hexdigest()
+
+
+def _path(root: Path, k: str) -> Path:
+    return root / k[:2] / f"{k}.parquet"
+
+
+# JSON keeps only str keys: dicts with other keys (runtime_per_step is keyed by step index) are tagged
+def _plain(value):
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value):
+            return {k: _plain(v) for k, v in value.items()}
+        return {"__items__": [[k, _plain(v)] for k, v in value.items()]}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _unplain(value):
+    if isinstance(value, dict):
+        if set(value) == {"__items__"}:
+            return {k: _unplain(v) for k, v in value["__items__"]}
+        return {k: _unplain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unplain(v) for v in value]
+    return value
+
+
+def _json(value) -> bytes:
+    """orjson of a value that must come back equal (a tuple, NaN or an object would not: ValueError)."""
+    data = orjson.dumps(_plain(value))
+    if _unplain(orjson.loads(data)) != value:
+        raise ValueError(f"{type(value).__name__} value does not survive JSON")
+    return data
+
+
+def _arrow_table(trace: Trace):
+    import pyarrow as pa
+
+    df = trace.kernels
+    arrays, names, text_dtypes = [], [], {}
+    for name in df.columns:
+        kind = BY_NAME[name].kind
+        col = df[name]
+        if kind == "object":
+            memo: dict[int, str | None] = {}
+            values = [None if v is None else memo.get(id(v)) or memo.setdefault(id(v), _json(v).decode())
+                      for v in col.tolist()]
+            arrays.append(pa.array(values, type=pa.string()))
+        elif kind == "str":
+            arrays.append(pa.array(col, type=pa.string(), from_pandas=True))     # None and NaN: null
+            text_dtypes[name] = str(col.dtype)
+        else:
+            arrays.append(pa.array(col.to_numpy(), type={"float": pa.float64(), "int": pa.int64(),
+                                                         "bool": pa.bool_()}[kind]))
+        names.append(name)
+    fields = {"steps": [[s.index, s.name, s.start_us, s.end_us] for s in trace.steps],
+              "step_rule": trace.step_rule, "device_name": trace.device_name,
+              "device_properties": trace.device_properties, "metadata": trace.metadata,
+              "warnings": trace.warnings, "text_dtypes": text_dtypes}
+    meta = {b"tracekit": _json(fields)}
+    return pa.Table.from_arrays(arrays, names=names).replace_schema_metadata(meta)
+
+
+def write(k: str | None, trace: Trace) -> bool:
+    """Keep a normalised trace under its key; False (nothing written) when the cache is off, the folder
+    cannot be written or a value would not come back equal."""
+    root = folder()
+    if root is None or k is None or trace.source_events is not None:
+        return False
+    try:
+        import pyarrow.parquet as pq
+        table = _arrow_table(trace)
+    except (ValueError, TypeError, OverflowError, orjson.JSONEncodeError, ImportError):
+        return False
+    target = _path(root, k)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{k}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+        try:
+            pq.write_table(table, tmp, compression="zstd")
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    except OSError:
+        return False
+    return True
+
+
+def read(k: str | None, trace_path: str) -> Trace | None:
+    """The trace kept under ``k``, or None (off, not there, or unreadable: then one warning line)."""
+    root = folder()
+    if root is None or k is None:
+        return None
+    target = _path(root, k)
+    if not target.is_file():
+        return None
+    try:
+        return _read(target, trace_path)
+    except Exception as exc:       # any damage (truncated, not Parquet, wrong columns) means: not cached
+        print(f"tracekit: warning: cache file {target} is unreadable ({type(exc).__name__}); "
+              "ignored and written again", file=sys.stderr)
+        return None
+
+
+def _read(target: Path, trace_path: str) -> Trace:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(target)
+    fields = _unplain(orjson.loads(table.schema.metadata[b"tracekit"]))
+    if sorted(table.column_names) != sorted(KERNEL_COLUMNS):
+        raise ValueError("columns differ from the schema")
+    cols = {}
+    for name in table.column_names:
+        kind, column = BY_NAME[name].kind, table.column(name)
+        if kind == "object":
+            cols[name] = orjson.loads("[" + ",".join("null" if v is None else v for v in column.to_pylist()) + "]")
+        elif kind == "str":       # pandas' own text dtype (NaN for missing) or object (None), as written
+            cols[name] = pd.Series(column.to_pylist(), dtype=fields["text_dtypes"].get(name, "object"))
+        else:
+            cols[name] = column.to_numpy(zero_copy_only=False).astype(
+                {"float": np.float64, "int": np.int64, "bool": np.bool_}[kind])
+    df = pd.DataFrame(cols, columns=KERNEL_COLUMNS)
+    steps = [Step(int(i), str(n), float(s), float(e)) for i, n, s, e in fields["steps"]]
+    return Trace(path=str(trace_path), kernels=df, steps=steps, step_rule=fields["step_rule"],
+                 device_name=fields["device_name"], device_properties=fields["device_properties"],
+                 metadata=fields["metadata"], warnings=list(fields["warnings"]), normalised=True)
