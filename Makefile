@@ -27,9 +27,10 @@ setup-torch-cpu:
 	  $(PIP) "torch==$(TORCH_VERSION)"; \
 	fi
 
-# torch (CPU) for capture tests, mlx[cpu] (and pydot) for MLX tests, HTA for `tracekit ranks` and the benchmark
+# torch (CPU) for capture tests, mlx[cpu] (and pydot) for MLX tests, HTA for `tracekit ranks --hta` and the
+# benchmark, Dask distributed for the multi-rank --dask path
 setup-test: setup-torch-cpu
-	$(PIP) -e ".[test,capture,mlx,hta]"
+	$(PIP) -e ".[test,capture,mlx,hta,dask]"
 
 # the demo's last line: what the trace means, from the explain JSON (median step)
 define DEMO_SUMMARY

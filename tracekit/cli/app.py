@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from tracekit.cli import capture, check, diff, ranks
-from tracekit.cli.options import DeviceOpt, SpecOpt, StepMarker
+from tracekit.cli.options import DaskOpt, DeviceOpt, NoCacheOpt, SpecOpt, StepMarker, WorkersOpt
 from tracekit.errors import TracekitError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -79,7 +79,8 @@ class Format(str, Enum):
 
 @app.command()
 def explain(
-    trace: str = typer.Argument(..., help="trace.json[.gz], a capture bundle folder, or an MLX .dot graph"),
+    trace: str = typer.Argument(..., help="trace.json[.gz], a capture bundle folder, an MLX .dot graph, or a "
+                                "multi-rank folder (rankN/ bundles or one trace per rank: docs/ranks.md)"),
     format: Format = typer.Option(Format.table, "--format", "-f", help="table (people), json, csv or markdown"),
     step_marker: Optional[str] = StepMarker,
     device: Optional[str] = DeviceOpt,
@@ -103,17 +104,33 @@ def explain(
     devices: Optional[str] = typer.Option(None, "--devices", help="Floors on these devices side by side, e.g. "
                                           "h200,rtx5090,apple-m5-pro (spec ids or files; measured ÷ floor on the "
                                           "trace's own device): docs/compare.md"),
+    workers: Optional[int] = WorkersOpt,
+    dask: Optional[str] = DaskOpt,
+    no_cache: bool = NoCacheOpt,
 ) -> None:
     """Classify every kernel, count kernels per step, and set each against its roofline floor."""
+    from pathlib import Path
+
     from tracekit.analyze import analyze_path
     from tracekit.limits import UserRegex
+    from tracekit.model import cache
+    from tracekit.ranks.discover import is_multi_rank
     from tracekit.report.emit import emit
 
+    if is_multi_rank(Path(trace)):
+        from tracekit.cli.ranks import run_ranks
+        single = [name for name, given in (("--html", html), ("--perfetto", perfetto), ("--fusion", fusion),
+                                           ("--et", et), ("--filter", filter), ("--devices", devices)) if given]
+        if single:
+            raise TracekitError(f"{trace} holds one trace per rank: {', '.join(single)} applies to one trace "
+                                "(name one rank's trace or folder)")
+        return run_ranks(trace, format.value, workers=workers, dask=dask, use_cache=not no_cache, skip=skip_steps,
+                         step_marker=step_marker, device=device, spec=spec)
     pattern = UserRegex(filter, "--filter") if filter is not None else None     # refused before loading
     if devices is not None:
         from tracekit.cost.multi import parse_devices
         specs = parse_devices(devices)                                             # refused before loading
-    with _loading(trace):
+    with cache.settings(not no_cache), _loading(trace):
         results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec, skip=skip_steps,
                                **({"et": et} if et else {}))
     emit(results, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
@@ -124,10 +141,10 @@ for command in (capture, check, diff, ranks):
     command.register(app)
 from tracekit.cli import measure as measure_command  # noqa: E402  (tracekit measure, issue 13)
 measure_command.register(app)
-from tracekit.cli import calibrate as calibrate_command  # noqa: E402  (tracekit calibrate, issue 17)
-calibrate_command.register(app)
 from tracekit.cli import compare as compare_command  # noqa: E402  (tracekit compare, issue 17)
 compare_command.register(app)
+from tracekit.cli import calibrate as calibrate_command  # noqa: E402  (tracekit calibrate, issue 17)
+calibrate_command.register(app)
 
 
 # optional packages a command may need: the extra that installs each (pyproject.toml)

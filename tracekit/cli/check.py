@@ -9,7 +9,7 @@ from typing import Optional
 import orjson
 import typer
 
-from tracekit.cli.options import DeviceOpt, SpecOpt, StepMarker
+from tracekit.cli.options import DeviceOpt, NoCacheOpt, SpecOpt, StepMarker
 
 
 class CheckFormat(str, Enum):
@@ -39,11 +39,14 @@ def register(app: typer.Typer) -> None:
         allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch",
                                                    help="Compare with a baseline from another device (a warning, "
                                                         "not an error)"),
+        no_cache: bool = NoCacheOpt,
     ) -> None:
         """Check a trace against rules and/or a baseline; exit 1 when a rule or the baseline fails."""
         from tracekit.gate.check import run_check, to_github, to_junit, to_markdown, to_text
-        doc = run_check(trace, baseline, rules, tolerance, skip_steps, step_marker, device, spec,
-                        allow_device_mismatch=allow_device_mismatch)
+        from tracekit.model import cache
+        with cache.settings(not no_cache):
+            doc = run_check(trace, baseline, rules, tolerance, skip_steps, step_marker, device, spec,
+                            allow_device_mismatch=allow_device_mismatch)
         if format is CheckFormat.json:
             sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
         else:

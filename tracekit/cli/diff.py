@@ -9,7 +9,7 @@ from typing import Optional
 import orjson
 import typer
 
-from tracekit.cli.options import DeviceOpt, SpecOpt, StepMarker
+from tracekit.cli.options import DeviceOpt, NoCacheOpt, SpecOpt, StepMarker
 
 
 class DiffFormat(str, Enum):
@@ -37,14 +37,17 @@ def register(app: typer.Typer) -> None:
         allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch",
                                                    help="Compare traces from different devices (a warning, "
                                                         "not an error)"),
+        no_cache: bool = NoCacheOpt,
     ) -> None:
         """Line up two traces step by step: kernels, time, floors, fused ops gained or lost."""
         from tracekit.gate.baseline import load_side, parse_tolerance, warn
         from tracekit.gate.diff import compare, to_markdown, to_text
+        from tracekit.model import cache
 
         tol = parse_tolerance(tolerance)
-        sa = load_side(a, step_marker, device, spec, skip_steps)
-        sb = load_side(b, step_marker, device, spec, skip_steps)
+        with cache.settings(not no_cache):
+            sa = load_side(a, step_marker, device, spec, skip_steps)
+            sb = load_side(b, step_marker, device, spec, skip_steps)
         warn(sa), warn(sb)
         doc = compare(sa, sb, tol, allow_device_mismatch=allow_device_mismatch)
         if format is DiffFormat.json:

@@ -1,51 +1,100 @@
-"""The ``tracekit ranks`` command (its work is in ``tracekit.report.ranks``)."""
+"""``tracekit ranks DIR`` (and ``tracekit explain DIR`` on a multi-rank folder): one trace per rank,
+analysed in parallel, then across ranks (tracekit.ranks; docs/ranks.md)."""
 
 from __future__ import annotations
 
 import sys
 from enum import Enum
+from typing import Optional
 
-import orjson
 import typer
+
+from tracekit.cli.options import DaskOpt, DeviceOpt, NoCacheOpt, SpecOpt, StepMarker, WorkersOpt
 
 
 class RanksFormat(str, Enum):
     table = "table"
     json = "json"
+    markdown = "markdown"
+    csv = "csv"
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def ranks(
         trace_dir: str = typer.Argument(..., help="A multi-rank capture bundle (rankN/ folders), or a folder "
-                                        "with one trace per rank (HTA's layout)"),
-        format: RanksFormat = typer.Option(RanksFormat.table, "--format", "-f"),
+                                        "with one trace per rank"),
+        format: RanksFormat = typer.Option(RanksFormat.table, "--format", "-f", help="table, json, markdown or csv"),
+        workers: Optional[int] = WorkersOpt,
+        dask: Optional[str] = DaskOpt,
+        no_cache: bool = NoCacheOpt,
+        hta: bool = typer.Option(False, "--hta", help="Add HTA's temporal breakdown and overlap per rank "
+                                 "(needs the hta extra)"),
+        keep: Optional[str] = typer.Option(None, "--keep", help="Keep the per-rank Parquet tables in this folder"),
+        skip_steps: int = typer.Option(0, "--skip-steps", min=0, help="Leading steps left out of every rank"),
+        step_marker: Optional[str] = StepMarker,
+        device: Optional[str] = DeviceOpt,
+        spec: Optional[str] = SpecOpt,
     ) -> None:
-        """Per rank: exit code, steps, ops, communication (capture bundles); HTA's time breakdown."""
-        from pathlib import Path
+        """Per rank and across ranks: step time, stragglers, skew, gap, collectives, comm/compute overlap."""
+        run_ranks(trace_dir, format.value, workers=workers, dask=dask, use_cache=not no_cache, hta=hta, keep=keep,
+                  skip=skip_steps, step_marker=step_marker, device=device, spec=spec)
 
-        from tracekit.bundle import rank_dirs
-        from tracekit.report.ranks import rank_breakdown
-        rows = rank_breakdown(trace_dir)
-        multi = bool(rank_dirs(Path(trace_dir)))
-        if format is RanksFormat.json:
-            source = "tracekit multi-rank bundle" if multi else "HTA TraceAnalysis"
-            sys.stdout.buffer.write(orjson.dumps({"ranks": rows, "source": source}) + b"\n")
-            return
-        from rich.console import Console
-        from rich.table import Table
+
+def run_ranks(trace_dir: str, fmt: str, workers=None, dask=None, use_cache: bool = True, hta: bool = False,
+              keep=None, skip: int = 0, step_marker=None, device=None, spec=None) -> None:
+    """Analyse every rank of ``trace_dir`` and write the cross-rank report in ``fmt`` on stdout."""
+    from pathlib import Path
+
+    import orjson
+
+    from tracekit import bundle
+    from tracekit.errors import TracekitError
+    from tracekit.ranks.run import analyse_ranks, warn
+
+    folder = Path(trace_dir)
+    if not folder.is_dir():
+        raise TracekitError(f"{folder}: not a folder (ranks takes a folder of per-rank traces)")
+    if workers is not None and workers < 1:
+        raise TracekitError("--workers must be at least 1")
+    doc = analyse_ranks(folder, step_marker, device, spec, skip, workers=workers, dask=dask, use_cache=use_cache,
+                        keep=keep)
+    multi = bool(bundle.rank_dirs(folder))
+    if multi:
+        _add_bundle_facts(doc, folder)
+    if hta:
+        _add_hta(doc, folder)
+    doc["source"] = "tracekit multi-rank bundle" if multi else "tracekit"
+    warn(doc)
+    if fmt == "json":
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        return
+    from tracekit.report.multirank import print_table, to_csv, to_markdown
+    if fmt == "markdown":
+        sys.stdout.write(to_markdown(doc))
+    elif fmt == "csv":
+        sys.stdout.write(to_csv(doc))
+    else:
+        print_table(doc)
         if multi:
-            _bundle_table(rows, trace_dir)
-            return
-        table = Table(title="per rank (HTA temporal breakdown; HTA rounds times to whole µs)", show_edge=False)
-        for col in ("rank", "kernel time", "compute", "non-compute", "idle", "comm/compute overlap"):
-            table.add_column(col, justify="right")
-        for r in rows:
-            overlap = r["comm_comp_overlap_pct"]
-            table.add_row(str(r["rank"]), f"{r['kernel_us'] / 1e3:.2f} ms", f"{r['compute_pct']:.1f}%",
-                          f"{r['non_compute_pct']:.1f}%", f"{r['idle_pct']:.1f}%",
-                          "-" if overlap is None else f"{overlap:.1f}%")
-        Console().print(table)
+            _bundle_table(doc["ranks"], trace_dir)
+
+
+def _add_bundle_facts(doc: dict, folder) -> None:
+    """A capture bundle's own facts per rank (exit code, state, CPU ops, communication work) join its row."""
+    from tracekit.report.ranks import bundle_ranks
+
+    facts = {f"rank{r['rank']}": r for r in bundle_ranks(folder)}
+    for row in doc["ranks"]:
+        row.update(facts.get(row["label"], {}))
+
+
+def _add_hta(doc: dict, folder) -> None:
+    from tracekit.report.ranks import hta_of_ranks
+
+    found = hta_of_ranks(folder, {r["rank"]: r["label"] for r in doc["ranks"] if r["error"] is None and r["kernels"]})
+    for row in doc["ranks"]:
+        row["hta"] = found.get(row["rank"])
 
 
 def _bundle_table(rows: list[dict], trace_dir: str) -> None:
@@ -55,21 +104,17 @@ def _bundle_table(rows: list[dict], trace_dir: str) -> None:
     def num(v, fmt="{:,}"):
         return "-" if v is None else fmt.format(v)
 
-    table = Table(title=f"per rank: {trace_dir}", show_edge=False)
-    for col in ("rank", "exit", "state", "steps", "step (mean)", "CPU ops", "GPU kernels", "c10d ops",
-                "comm ops", "comm bytes", "comm time", "NCCL kernels"):
+    table = Table(title=f"capture bundle per rank: {trace_dir}", show_edge=False, title_justify="left")
+    for col in ("rank", "exit", "state", "CPU ops", "c10d ops", "comm ops", "comm bytes", "comm time"):
         table.add_column(col, justify="right")
     for r in rows:
-        ck = r.get("comm_kernels") or {}
-        table.add_row(str(r["rank"]), num(r["exit_code"], "{}") + (" (stopped)" if r.get("stopped_by_tracekit") else ""),
-                      str(r.get("state")), num(r.get("steps")), num(r.get("step_ms_mean"), "{:.2f} ms"),
-                      num(r.get("cpu_ops")), num(r.get("kernels")), num(r.get("c10d_ops")), num(r.get("comm_ops")),
-                      num(r.get("comm_bytes")), num(None if r.get("comm_us") is None else r["comm_us"] / 1e3, "{:.2f} ms"),
-                      num(ck.get("count")))
+        table.add_row(str(r["rank"]), num(r.get("exit_code"), "{}") + (" (stopped)" if r.get("stopped_by_tracekit") else ""),
+                      str(r.get("state")), num(r.get("cpu_ops")), num(r.get("c10d_ops")), num(r.get("comm_ops")),
+                      num(r.get("comm_bytes")), num(None if r.get("comm_us") is None else r["comm_us"] / 1e3, "{:.2f} ms"))
     Console().print(table)
     kinds = sorted({k for r in rows for k in (r.get("comm_work") or {})})
     if kinds:
-        detail = Table(title="communication work per rank (count / bytes)", show_edge=False)
+        detail = Table(title="communication work per rank (count / bytes)", show_edge=False, title_justify="left")
         detail.add_column("rank", justify="right")
         for k in kinds:
             detail.add_column(k, justify="right")

@@ -1,16 +1,16 @@
-"""``tracekit ranks DIR``: per-rank breakdown of a multi-rank run.
+"""Per-rank facts of a multi-rank run that are not in the kernel table: a capture bundle's own record of
+each rank, and, on request (``ranks --hta``), HTA's temporal breakdown.
 
 A multi-rank capture bundle (``tracekit capture --nproc N``, or ranks captured under torchrun into
 ``DIR/rankR/``) is read rank by rank from its raw events: each rank's exit code and bundle state, steps,
 CPU ops, GPU kernels, the collective calls (``c10d::*`` ops), the backend's communication work
 (``gloo:*`` / ``nccl:*`` ranges: count, bytes from their input dims and type, time), NCCL kernels and
-``record_param_comms`` ranges. Where the traces hold GPU kernels and HTA is installed, HTA's temporal
-breakdown and overlap are added per rank (HTA is handed the rank traces by their distributedInfo rank).
+``record_param_comms`` ranges. The cross-rank analysis itself is tracekit.ranks.
 
-HTA (holistictraceanalysis) already reads a folder of per-rank traces and splits each rank's GPU time
-into compute, non-compute (memcpy/memset) and idle, and measures how much communication overlaps
-computation. tracekit uses it for that rather than re-deriving it; explain stays per trace.
-Needs the ``hta`` extra: ``pip install 'tracekit[hta]'``.
+HTA (holistictraceanalysis) splits each rank's GPU time into compute, non-compute (memcpy/memset) and
+idle, and measures how much communication overlaps computation; ``--hta`` adds its figures to each
+rank's row as a cross-check (its "kernel time" is the span from the first kernel to the last, and it
+rounds times to whole µs). Needs the ``hta`` extra: ``pip install 'tracekit[hta]'``.
 """
 
 from __future__ import annotations
@@ -31,17 +31,6 @@ COMM_WORK = re.compile(r"^(gloo|nccl):(\w+)$")          # the backend's own rang
 TYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
               "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
               "c10::complex<double>": 16, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1}
-
-
-def rank_breakdown(trace_dir: str | Path) -> list[dict]:
-    """One dict per rank. A multi-rank bundle: its own figures per rank (``bundle_ranks``); any other
-    folder of per-rank traces: HTA's idle/compute/non-compute time (µs and %) and comm/compute overlap."""
-    folder = Path(trace_dir)
-    if not folder.is_dir():
-        raise TracekitError(f"{folder}: not a folder (ranks takes a folder of per-rank traces)")
-    if bundle.rank_dirs(folder):
-        return bundle_ranks(folder)
-    return hta_breakdown(folder)
 
 
 def message_bytes(args: dict) -> int | None:
@@ -112,22 +101,25 @@ def bundle_ranks(folder: Path) -> list[dict]:
                "state": own.get("state"), "trace": f"{sub.name}/{trace.name}" if trace.is_file() else None}
         row.update(rank_figures(trace) if trace.is_file() else {})
         rows.append(row)
-    traces = {r["rank"]: folder / r["trace"] for r in rows if r["trace"] and r.get("kernels")}
-    hta = _hta_of(traces) if traces else {}
     for r in rows:
-        r["hta"] = hta.get(r["rank"])
+        r["hta"] = None
     return rows
 
 
-def _hta_of(traces: dict[int, Path]) -> dict[int, dict]:
-    """HTA's breakdown of GPU rank traces (one link per rank in a scratch folder); {} without HTA."""
-    try:
-        import hta  # noqa: F401
-    except ImportError:
+def hta_of_ranks(folder: Path, labels: dict[int, str]) -> dict[int, dict]:
+    """HTA's breakdown of each rank ({rank: label}: a bundle's rankN folder or a trace file in ``folder``),
+    handed to HTA as one link per rank in a scratch folder (HTA refuses a trace without GPU kernels)."""
+    traces = {}
+    for rank, label in labels.items():
+        path = folder / label
+        path = path / bundle.TRACE if path.is_dir() else path
+        if rank is not None and path.is_file():
+            traces[rank] = path
+    if not traces:
         return {}
     with tempfile.TemporaryDirectory(prefix="tracekit-ranks-") as tmp:
         for rank, trace in traces.items():
-            (Path(tmp) / f"rank{rank}.json.gz").symlink_to(trace)
+            (Path(tmp) / f"rank{rank}.json{'.gz' if trace.name.endswith('.gz') else ''}").symlink_to(trace.resolve())
         return {r["rank"]: r for r in hta_breakdown(Path(tmp))}
 
 

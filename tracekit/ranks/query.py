@@ -1,0 +1,124 @@
+"""The cross-rank questions, as DuckDB queries over the per-rank Parquet tables (ranks.run writes them).
+
+- per rank: kernel, compute, communication and copy time, floor and gap (time / floor over the rows
+  with a floor, their op calls' sibling kernels included), step time (median, mean);
+- per step: each rank's step time; the slowest rank and by how much it exceeds the median rank; skew
+  = (slowest - fastest) / median;
+- communication vs compute overlap: the time of each communication kernel that some compute kernel
+  (any other kernel that is not a copy) runs during, summed per rank;
+- collectives matched across ranks: the k-th call of one collective in one process group is the same
+  call on every rank. A rank that reached it early waits inside the kernel, so the shortest kernel of a
+  matched call is the transfer and each rank's excess over it is waiting (``wait_us``); the rank with
+  the shortest kernel arrived last. Durations only: no clock is compared across hosts.
+
+Every rank keeps its own row (``key``), also when two traces claim the same rank.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+STEPS_FILE = "steps.parquet"
+KERNELS_GLOB = "kernels-*.parquet"
+
+PER_RANK = """
+SELECT key, count(*) AS rows, count(*) FILTER (kind = 'kernel') AS kernels,
+  coalesce(sum(dur_us) FILTER (kind = 'kernel'), 0) AS kernel_us,
+  coalesce(sum(dur_us) FILTER (kind = 'kernel' AND category IS DISTINCT FROM 'communication'), 0) AS compute_us,
+  coalesce(sum(dur_us) FILTER (category = 'communication'), 0) AS comm_us,
+  coalesce(sum(dur_us) FILTER (kind = 'kernel' AND category = 'communication'), 0) AS comm_kernel_us,
+  coalesce(sum(dur_us) FILTER (kind IN ('memcpy', 'memset')), 0) AS copy_us,
+  sum(floor_us) AS floor_us, coalesce(sum(dur_us) FILTER (covered), 0) AS covered_us,
+  sum(floor_us) FILTER (category = 'communication') AS comm_floor_us,
+  coalesce(sum(dur_us) FILTER (covered AND category = 'communication'), 0) AS comm_covered_us,
+  sum(bytes) FILTER (category = 'communication') AS bus_bytes
+FROM k GROUP BY key"""
+
+STEP_TIMES = """
+SELECT key, step, any_value(name) AS name, max(end_us) - min(start_us) AS step_us FROM s GROUP BY key, step"""
+
+PER_STEP = """
+SELECT step, any_value(name) AS name, count(*) AS ranks, median(step_us) AS median_us, min(step_us) AS min_us,
+  max(step_us) AS max_us, arg_max(key, step_us) AS slowest_key
+FROM st GROUP BY step ORDER BY step"""
+
+OVERLAP = """
+WITH comp AS (SELECT key, start_us AS b, start_us + dur_us AS e FROM k
+              WHERE kind = 'kernel' AND category IS DISTINCT FROM 'communication' AND dur_us > 0),
+ordered AS (SELECT key, b, e, max(e) OVER (PARTITION BY key ORDER BY b, e
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end FROM comp),
+islands AS (SELECT key, b, e, sum(CASE WHEN prev_end IS NULL OR b > prev_end THEN 1 ELSE 0 END)
+            OVER (PARTITION BY key ORDER BY b, e ROWS UNBOUNDED PRECEDING) AS island FROM ordered),
+busy AS (SELECT key, min(b) AS b, max(e) AS e FROM islands GROUP BY key, island),
+comm AS (SELECT key, row_number() OVER () AS id, start_us AS b, start_us + dur_us AS e FROM k
+         WHERE kind = 'kernel' AND category = 'communication'),
+hit AS (SELECT comm.key, comm.id, sum(least(comm.e, busy.e) - greatest(comm.b, busy.b)) AS us
+        FROM comm JOIN busy ON comm.key = busy.key AND busy.b < comm.e AND busy.e > comm.b GROUP BY ALL)
+SELECT key, sum(us) AS overlap_us FROM hit GROUP BY key"""
+
+CALLS = """
+SELECT key, coll, coalesce("group", '') AS grp, coll_bytes, bytes AS bus_bytes, dur_us, floor_us,
+  row_number() OVER (PARTITION BY key, coalesce("group", ''), coll ORDER BY start_us) - 1 AS seq
+FROM k WHERE category = 'communication' AND coll IS NOT NULL"""
+
+MATCHED = """
+SELECT grp, coll, seq, count(*) AS ranks, min(dur_us) AS transfer_us, arg_min(key, dur_us) AS last_key,
+  max(coll_bytes) AS size, max(bus_bytes) AS bus_bytes, max(floor_us) AS floor_us
+FROM calls GROUP BY grp, coll, seq"""
+
+PER_COLLECTIVE = """
+SELECT grp, coll, count(*) AS calls, max(ranks) AS ranks, sum(size) AS bytes, sum(bus_bytes) AS bus_bytes,
+  sum(transfer_us) AS transfer_us, sum(floor_us) AS floor_us, count(*) FILTER (ranks < max_ranks) AS partial
+FROM (SELECT *, max(ranks) OVER (PARTITION BY grp, coll) AS max_ranks FROM matched)
+GROUP BY grp, coll ORDER BY sum(transfer_us) DESC NULLS LAST, grp, coll"""
+
+WAITS = """
+SELECT calls.key, sum(calls.dur_us - matched.transfer_us) AS wait_us,
+  count(*) FILTER (matched.last_key = calls.key AND matched.ranks > 1) AS last_arrivals
+FROM calls JOIN matched USING (grp, coll, seq) GROUP BY calls.key"""
+
+COUNTS = """
+SELECT grp, coll, key, count(*) AS n FROM calls GROUP BY ALL ORDER BY grp, coll, key"""
+
+
+def _rows(con, sql: str) -> list[dict]:
+    cur = con.execute(sql)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def _views(con, folder: Path, have_kernels: bool) -> None:
+    glob = str(folder / KERNELS_GLOB).replace("'", "''")
+    if have_kernels:
+        con.execute(f"CREATE VIEW k AS SELECT * FROM read_parquet('{glob}', union_by_name = true)")
+    else:
+        con.execute("CREATE TABLE k (key BIGINT, rank BIGINT, name VARCHAR, kind VARCHAR, category VARCHAR, "
+                    "stream BIGINT, start_us DOUBLE, dur_us DOUBLE, step BIGINT, flops DOUBLE, bytes DOUBLE, "
+                    "floor_us DOUBLE, covered BOOLEAN, coll VARCHAR, coll_bytes DOUBLE, \"group\" VARCHAR, "
+                    "group_size BIGINT)")
+    steps = str(folder / STEPS_FILE).replace("'", "''")
+    con.execute(f"CREATE VIEW s AS SELECT * FROM read_parquet('{steps}')")
+    con.execute(f"CREATE TEMP TABLE st AS {STEP_TIMES}")
+    con.execute(f"CREATE TEMP TABLE calls AS {CALLS}")
+    con.execute(f"CREATE TEMP TABLE matched AS {MATCHED}")
+
+
+def query_all(folder: Path, have_kernels: bool = True) -> dict[str, list[dict]]:
+    """Every cross-rank query's rows, by name."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        _views(con, folder, have_kernels)
+        return {"per_rank": _rows(con, PER_RANK), "step_times": _rows(con, "SELECT * FROM st ORDER BY key, step"),
+                "per_step": _rows(con, PER_STEP), "overlap": _rows(con, OVERLAP),
+                "collectives": _rows(con, PER_COLLECTIVE), "waits": _rows(con, WAITS), "counts": _rows(con, COUNTS)}
+    finally:
+        con.close()
+
+
+def cross_rank(results: list[dict], folder: Path) -> dict:
+    """The document every multi-rank format is written from (ranks.document)."""
+    from tracekit.ranks.document import build
+
+    return build(results, query_all(folder, any(r["table"] is not None for r in results)))

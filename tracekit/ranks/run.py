@@ -1,0 +1,101 @@
+"""Run the per-rank stage over every rank (serially, on a local process pool, or on Dask distributed),
+write each rank's table as Parquet, and hand the folder to the cross-rank queries.
+
+Default: a ``concurrent.futures.ProcessPoolExecutor`` with min(ranks, CPUs) workers (spawned, so a
+worker starts from a clean interpreter). ``workers=1``: in this process. ``dask``: a scheduler address
+(``tcp://host:8786``), ``"local"`` for a ``distributed.LocalCluster`` on this machine, or a
+``distributed.Client`` already made; the stage is the same function either way.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from tracekit.errors import TracekitError
+from tracekit.ranks.discover import rank_inputs
+from tracekit.ranks.query import STEPS_FILE, cross_rank
+
+
+def kernels_file(key: int) -> str:
+    return f"kernels-{key:06d}.parquet"
+
+
+def tasks_of(folder: Path, step_marker=None, device=None, spec=None, skip: int = 0, use_cache: bool = True) -> list[dict]:
+    return [{"key": r.key, "label": r.label, "path": r.path, "rank_hint": r.rank_hint, "step_marker": step_marker,
+             "device": device, "spec": spec, "skip": skip, "cache": use_cache} for r in rank_inputs(folder)]
+
+
+def run_stages(tasks: list[dict], workers: int | None = None, dask=None) -> list[dict]:
+    """The stage's result for every task, in task order."""
+    from tracekit.ranks.stage import rank_stage
+
+    if dask is not None:
+        return _on_dask(tasks, dask)
+    n = min(len(tasks), workers or os.cpu_count() or 1)
+    if n <= 1:
+        return [rank_stage(t) for t in tasks]
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(rank_stage, tasks))
+
+
+def _on_dask(tasks: list[dict], dask) -> list[dict]:
+    """The stages on Dask distributed: ``dask`` is an address, "local" or a Client."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise TracekitError("--dask needs Dask distributed: pip install 'tracekit[dask]'") from None
+    from tracekit.ranks.stage import rank_stage
+
+    if isinstance(dask, Client):
+        return dask.gather(dask.map(rank_stage, tasks, pure=False))
+    if dask == "local":
+        with LocalCluster(n_workers=min(len(tasks), os.cpu_count() or 1), threads_per_worker=1,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            return client.gather(client.map(rank_stage, tasks, pure=False))
+    try:
+        client = Client(dask, timeout="20s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise TracekitError(f"--dask {dask}: cannot reach the scheduler ({type(exc).__name__}: {exc})") from None
+    with client:
+        return client.gather(client.map(rank_stage, tasks, pure=False))
+
+
+def write_tables(results: list[dict], out: Path) -> None:
+    """Each rank's table as kernels-KEY.parquet, and every rank's steps in one steps.parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True, exist_ok=True)
+    for r in results:
+        if r["table"] is not None:
+            (out / kernels_file(r["key"])).write_bytes(r["table"])
+    steps = [s for r in results for s in r["steps"]]
+    schema = pa.schema([("key", pa.int64()), ("rank", pa.int64()), ("step", pa.int64()), ("name", pa.string()),
+                        ("start_us", pa.float64()), ("end_us", pa.float64())])
+    pq.write_table(pa.Table.from_pylist(steps, schema=schema), out / STEPS_FILE)
+
+
+def analyse_ranks(folder: str | Path, step_marker=None, device=None, spec=None, skip: int = 0,
+                  workers: int | None = None, dask=None, use_cache: bool = True, keep: str | Path | None = None) -> dict:
+    """The cross-rank document of a multi-rank folder (ranks.query.cross_rank), its per-rank stages run
+    in parallel. ``keep``: write the Parquet tables there (else a temporary folder, removed)."""
+    tasks = tasks_of(Path(folder), step_marker, device, spec, skip, use_cache)
+    results = run_stages(tasks, workers, dask)
+    if all(r["error"] for r in results):
+        raise TracekitError(f"{folder}: no rank could be analysed ({results[0]['label']}: {results[0]['error']})")
+    if keep is not None:
+        write_tables(results, Path(keep))
+        return cross_rank(results, Path(keep))
+    with tempfile.TemporaryDirectory(prefix="tracekit-ranks-") as tmp:
+        write_tables(results, Path(tmp))
+        return cross_rank(results, Path(tmp))
+
+
+def warn(doc: dict) -> None:
+    for w in doc.get("warnings", []):
+        print(f"tracekit: warning: {w}", file=sys.stderr)
