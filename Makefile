@@ -57,3 +57,4 @@ check-captures: setup
 
 bench: setup-test
 	$(PY) bench/bench_explain.py
+	$(PY) bench/bench_ranks.py

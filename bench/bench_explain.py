@@ -32,11 +32,22 @@ SNIPPETS = {
     "json.load": ("import json", "json.load(open(path, 'rb'))"),
     "orjson.loads": ("import orjson", "orjson.loads(open(path, 'rb').read())"),
     "tracekit explain (load+classify+cost+roofline)": (
+        "import os; os.environ['TRACEKIT_NO_CACHE'] = '1'; "
         "from tracekit.analyze import analyze_path; from tracekit.report.document import explain_dict",
         "analyze_path(path)"),
     "tracekit explain + JSON report": (
+        "import os; os.environ['TRACEKIT_NO_CACHE'] = '1'; "
         "from tracekit.analyze import analyze_path; from tracekit.report.document import to_json",
         "to_json(analyze_path(path))"),
+    "tracekit explain, cache cold (reads, writes Parquet)": (
+        "import os, tempfile; os.environ.pop('TRACEKIT_NO_CACHE', None); "
+        "os.environ['TRACEKIT_CACHE_DIR'] = tempfile.mkdtemp(); from tracekit.analyze import analyze_path",
+        "analyze_path(path)"),
+    "tracekit explain, cache warm (Parquet, no JSON)": (
+        "import os, tempfile; os.environ.pop('TRACEKIT_NO_CACHE', None); "
+        "os.environ['TRACEKIT_CACHE_DIR'] = tempfile.mkdtemp(); from tracekit.analyze import analyze_path; "
+        "analyze_path(path)",
+        "analyze_path(path)"),
     "HTA TraceAnalysis (parse)": (
         "from hta.trace_analysis import TraceAnalysis; import os, shutil, tempfile; d = tempfile.mkdtemp(); "
         "shutil.copy(path, os.path.join(d, 'rank0.json'))",
