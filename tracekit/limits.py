@@ -29,6 +29,7 @@ except ImportError:                      # Python 3.10
     import sre_parse
 
 MAX_INPUT_BYTES = 2 << 30           # JSON / dot text of one input file, after decompression
+MAX_TRACE_BYTES = 64 << 30          # a Kineto trace: read in chunks, so memory does not grow with its bytes
 MAX_GZIP_RATIO = 100                # decompressed / compressed, checked once RATIO_FLOOR bytes came out
 RATIO_FLOOR = 64 << 20
 MAX_SMALL_FILE = 16 << 20           # rules files and other hand-written text
@@ -59,6 +60,11 @@ def _env_number(name: str, default: float, integer: bool = True) -> float:
 
 def max_input_bytes() -> int:
     return int(_env_number("TRACEKIT_MAX_INPUT_BYTES", MAX_INPUT_BYTES))
+
+
+def max_trace_bytes() -> int:
+    """The bound on a Kineto trace's JSON (read in chunks): TRACEKIT_MAX_INPUT_BYTES when set."""
+    return int(_env_number("TRACEKIT_MAX_INPUT_BYTES", MAX_TRACE_BYTES))
 
 
 def max_gzip_ratio() -> float:

@@ -22,17 +22,10 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from tracekit.load.kineto import (
-    CPU_OP_CATEGORIES,
-    GRAPH_LAUNCHES,
-    LAUNCH_CATEGORIES,
-    _enclosing,
-    _innermost_ops,
-    read_json,
-    trace_events,
-)
+from tracekit.load.kineto import CPU_OP_CATEGORIES, GRAPH_LAUNCHES, LAUNCH_CATEGORIES, read_json, trace_events
 from tracekit.load.fields import ID_KEYS, Notes, clean_op_args, number
 from tracekit.model.trace import Trace
 
@@ -173,6 +166,49 @@ def _pair(replay: pd.DataFrame, cap: Capture) -> list[dict | None] | None:
 
 def _signature(ops: list[dict | None]) -> list:
     return [None if op is None else (op.get("name"), repr((op.get("args") or {}).get("Input Dims"))) for op in ops]
+
+
+def _enclosing(op: dict | None, launch: dict) -> dict | None:
+    """``op`` if it really encloses the launch (same thread, launch inside its interval)."""
+    if op is None or op.get("tid") != launch.get("tid"):
+        return None
+    t, start = float(launch.get("ts", -1)), float(op["ts"])
+    return op if start <= t <= start + float(op["dur"]) else None
+
+
+def _innermost_ops(launches: list[dict], cpu_ops: list[dict]) -> list[dict | None]:
+    """For each launch, the innermost CPU op on its thread whose interval holds it (a stack sweep)."""
+    starts = np.array([op["ts"] for op in cpu_ops], dtype=float)
+    durs = np.array([op["dur"] for op in cpu_ops], dtype=float)
+    by_thread: dict = {}
+    for k in np.lexsort((-durs, starts)).tolist():     # by start, the enclosing op first
+        op = cpu_ops[k]
+        by_thread.setdefault(op.get("tid"), []).append(op)
+    order = sorted(range(len(launches)), key=lambda k: (_tid_key(launches[k]), float(launches[k]["ts"])))
+    found: list[dict | None] = [None] * len(launches)
+    tid, stack, pos, thread_ops = object(), [], 0, []
+    for k in order:
+        launch = launches[k]
+        if launch.get("tid") != tid:
+            tid, stack, pos = launch.get("tid"), [], 0
+            thread_ops = by_thread.get(tid, [])
+        t = float(launch["ts"])
+        while pos < len(thread_ops) and float(thread_ops[pos]["ts"]) <= t:
+            op = thread_ops[pos]
+            while stack and float(stack[-1]["ts"]) + float(stack[-1]["dur"]) < float(op["ts"]):
+                stack.pop()
+            stack.append(op)
+            pos += 1
+        while stack and float(stack[-1]["ts"]) + float(stack[-1]["dur"]) < t:
+            stack.pop()
+        found[k] = stack[-1] if stack else None
+    return found
+
+
+def _tid_key(e: dict) -> tuple:
+    """A sort key grouping events by thread whatever the tid's type (int and str tids may mix)."""
+    tid = e.get("tid")
+    return (type(tid).__name__, tid if tid is not None else 0)
 
 
 def capture_files(bundle_dir: str | Path | None) -> list[Path]:

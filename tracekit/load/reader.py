@@ -1,0 +1,105 @@
+"""Read a Kineto trace file into the distilled columns of its events (``pieces.Piece``).
+
+A file is read through ``tracekit.limits.iter_input`` (a regular file, gunzipped as a stream, within
+the size and gzip-ratio bounds). Up to ``WHOLE_BYTES`` of JSON is decoded as one document; a larger
+one is decoded in chunks of about that size, cut between events (``load.chunks``), and each chunk is
+distilled before the next is read, so memory holds one chunk's text and records plus the columns
+kept so far, never the whole document.
+
+Each stretch is decoded fast (msgspec, typed records) and, when that fails or a record breaks a rule
+its type cannot express, again leniently (orjson and the per-event checks): same columns, or the
+same one-line error naming the event.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from pathlib import Path
+from typing import Callable
+
+import msgspec
+import orjson
+
+from tracekit.errors import TracekitError
+from tracekit.limits import iter_input, max_trace_bytes
+from tracekit.load.events import FAST_ERRORS, as_dict, decode_fast, decode_lenient, parse_lenient
+from tracekit.load.pieces import Piece, distil
+
+WHOLE_BYTES = 64 << 20              # JSON text decoded as one document; larger files go in chunks
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_SPACE = re.compile(rb"[ \t\r\n]*")
+
+
+def read_trace(path: Path, marker) -> tuple[Piece, dict, Callable[[], list]]:
+    """(the events' columns, the trace-level fields, a function giving the events as dicts for graph
+    replay mapping)."""
+    blocks = iter_input(path, "trace", limit=max_trace_bytes())
+    buf = bytearray()
+    for block in blocks:
+        buf += block
+        if len(buf) > WHOLE_BYTES:
+            from tracekit.load.chunks import read_chunked
+            return read_chunked(path, buf, blocks, marker)
+    return read_whole(path, buf, marker)
+
+
+def read_whole(path: Path, raw: bytearray, marker) -> tuple[Piece, dict, Callable[[], list]]:
+    """One document held in memory: decoded fast, else leniently."""
+    start = _SPACE.match(raw).end()
+    if start == len(raw):
+        raise TracekitError(f"{path}: file is empty")
+    try:
+        events, meta = _split(raw, start)
+        if events is not None and valid_utf8(raw):
+            records = decode_fast(events)
+            piece = distil(records, 0, marker, fast=True)
+            if piece is not None:
+                return piece, meta, lambda: [as_dict(r) for r in records]
+    except (*FAST_ERRORS, orjson.JSONDecodeError):
+        pass
+    doc = parse_lenient(raw, path)
+    dicts, meta = trace_events(doc, path)
+    piece = distil(decode_lenient(dicts, 0, path, marker), 0, marker, fast=False)
+    return piece, meta, lambda: dicts
+
+
+def _split(raw, start: int) -> tuple[object, dict]:
+    """(the traceEvents array's text, the other top-level fields); (None, {}) when the document is not
+    an object holding an array of events or a bare array (the lenient reader names what it is)."""
+    if raw[start] == 0x5B:                                 # "[": a bare list of events
+        return raw, {}
+    if raw[start] != 0x7B:
+        return None, {}
+    top = _TOP.decode(raw)
+    events = top.get("traceEvents")
+    if events is None or memoryview(events)[:1].tobytes() != b"[":
+        return None, {}
+    return events, {k: orjson.loads(bytes(v)) for k, v in top.items() if k != "traceEvents"}
+
+
+def valid_utf8(raw) -> bool:
+    """Whether the text is valid UTF-8 (the fast decoder checks only the strings it keeps)."""
+    if raw.isascii():
+        return True
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(raw)
+    try:
+        for k in range(0, len(view), 1 << 20):
+            decoder.decode(view[k:k + (1 << 20)])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def trace_events(doc: object, path: Path) -> tuple[list, dict]:
+    """The event list and the trace-level fields of a parsed Chrome trace document."""
+    if isinstance(doc, list):
+        return doc, {}
+    if not isinstance(doc, dict) or "traceEvents" not in doc:
+        raise TracekitError(f"{path}: JSON has no traceEvents: not a torch.profiler / Chrome trace")
+    events = doc["traceEvents"]
+    if not isinstance(events, list):
+        raise TracekitError(f"{path}: traceEvents is not a list")
+    return events, {k: v for k, v in doc.items() if k != "traceEvents"}
