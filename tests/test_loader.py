@@ -1,0 +1,217 @@
+"""The trace loader's three ways of reading (issue 14): typed records (msgspec), the lenient decoder
+(orjson and the per-event checks) and chunked reading of a large file give the same trace; its
+vectorised joins give what the original one-op-at-a-time sweeps give.
+
+Real traces are committed ones; the inputs built here (random intervals, events whose names hold
+"},{", a document written with its fields after the event list) are synthetic."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+
+import msgspec
+import numpy as np
+import pytest
+
+from conftest import H200, PEERS, run_cli
+from tracekit.errors import TracekitError
+from tracekit.load import chunks, graph_replay, reader
+from tracekit.load.kineto import load_trace
+from tracekit.load.link import _top_level, innermost_ops
+from tracekit.load.pieces import OP, Piece
+
+TRACES = [H200 / "seed_eager_b128.json.gz",                               # H200, 5 steps
+          H200 / "graph_capture_and_replay_b128.json.gz",                 # CUDA graph capture + replay
+          PEERS / "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",   # python_function events
+          PEERS / "hta/trace_diff_control_control.json.gz",               # launches whose op is found by time
+          PEERS / "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz",  # string stream args
+          PEERS / "hta/triton_example_triton_example.json.gz",            # grid given as a string
+          PEERS / "hta/mtia_inference_trace_mtia_inference_rank_0.json.gz",    # MTIA events, CPU-only rows
+          PEERS / "tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz"]  # bytes as strings
+
+
+def _same(a, b) -> None:
+    """Two Traces hold the same table (values, dtypes, order), steps, warnings and metadata; op_id is an
+    identity, compared as such."""
+    ka, kb = a.kernels.copy(), b.kernels.copy()
+    assert list(ka.columns) == list(kb.columns)
+    assert [str(t) for t in ka.dtypes] == [str(t) for t in kb.dtypes]
+    for df in (ka, kb):
+        df["op_id"] = df["op_id"].factorize()[0]
+    for col in ka.columns:
+        assert [repr(v) for v in ka[col]] == [repr(v) for v in kb[col]], col
+    assert a.steps == b.steps and a.step_rule == b.step_rule
+    assert a.warnings == b.warnings
+    assert repr(a.metadata) == repr(b.metadata)
+    assert a.device_name == b.device_name and a.device_properties == b.device_properties
+
+
+def _lenient(monkeypatch):
+    def refuse(text):
+        raise msgspec.ValidationError("refused by the test: decode leniently")
+    monkeypatch.setattr(reader, "decode_fast", refuse)
+    monkeypatch.setattr(chunks, "decode_fast", refuse)
+
+
+def _small_chunks(monkeypatch, whole=64 << 10, chunk=16 << 10):
+    monkeypatch.setattr(reader, "WHOLE_BYTES", whole)
+    monkeypatch.setattr(chunks, "CHUNK", chunk)
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("marker", [None, r"^ProfilerStep#\d+$"])
+def test_fast_lenient_and_chunked_reads_give_the_same_trace(monkeypatch, path, marker):
+    fast = _load(path, marker)
+    for way in (_lenient, _small_chunks):
+        with monkeypatch.context() as m:
+            way(m)
+            other = _load(path, marker)
+        if isinstance(fast, str):            # the same error (the MTIA trace has no ProfilerStep)
+            assert other == fast
+        else:
+            _same(fast, other)
+
+
+def _load(path, marker):
+    try:
+        return load_trace(path, marker)
+    except TracekitError as exc:
+        return str(exc)
+
+
+def test_a_python_function_marker_is_read_only_when_asked():
+    """TraceLens's H100 Qwen trace: 316 python_function events name nn.Modules; without a marker they
+    are not read, with one they make the steps."""
+    path = PEERS / "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    layers = sorted(e["ts"] for e in doc["traceEvents"] if e.get("cat") == "python_function"
+                    and e.get("name", "").startswith("nn.Module: Qwen2DecoderLayer_"))
+    assert len(layers) == 24
+    assert [s.name for s in load_trace(path).steps] == ["ProfilerStep#6"]
+    steps = load_trace(path, r"^nn\.Module: Qwen2DecoderLayer_").steps
+    assert [s.start_us for s in steps] == [float(t) for t in layers]
+
+
+def test_chunked_graph_mapping_reads_the_capture_events_again(monkeypatch):
+    """H200 CUDA-graph capture and replay: the replayed rows take their capture ops when the file is
+    read in chunks (the events come from a second pass cut where the first one cut)."""
+    path = H200 / "graph_capture_and_replay_b128.json.gz"
+    whole = load_trace(path)
+    graph_replay.map_graph_kernels(whole)
+    with monkeypatch.context() as m:
+        _small_chunks(m)
+        chunked = load_trace(path)
+        assert len(chunked.source_events) == len(json.loads(gzip.decompress(path.read_bytes()))["traceEvents"])
+        graph_replay.map_graph_kernels(chunked)
+    replayed = whole.kernels["graph"]
+    assert replayed.sum() > 0 and (whole.kernels.loc[replayed, "op_source"] == "graph_capture").all()
+    _same(whole, chunked)
+
+
+def _events(n: int) -> list[dict]:
+    """Synthetic kernel/launch/op triples whose names and args hold '},{' and nested objects."""
+    out = []
+    for i in range(n):
+        t = 100.0 * i
+        out += [{"ph": "X", "cat": "cpu_op", "name": f'aten::mm "}},{{" #{i}', "ts": t, "dur": 50.0, "tid": 1,
+                 "pid": 1, "args": {"External id": i, "Input Dims": [[2, 2], [2, 2]], "Input type": ["float", "float"],
+                                    "extra": [{"a": "},{"}, {"b": [{"c": 1}]}]}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t + 10, "dur": 5.0, "tid": 1,
+                 "pid": 1, "args": {"correlation": i, "External id": i}},
+                {"ph": "X", "cat": "kernel", "name": "k},{" * (i % 3 + 1), "ts": t + 20, "dur": 3.0, "tid": 7,
+                 "pid": 0, "args": {"correlation": i, "device": 0, "stream": 7, "grid": [1, 1, 1]}}]
+    return out
+
+
+@pytest.mark.parametrize("layout", ["fields first", "fields last", "bare list"])
+def test_chunks_cut_only_between_events(tmp_path, monkeypatch, layout):
+    """Synthetic: 600 events whose text holds '},{' inside strings and nested args, read in 4 KiB
+    chunks (most first cut candidates fall inside an event); fields before or after the list."""
+    events, props = _events(200), [{"name": "NVIDIA H100 80GB HBM3"}]
+    if layout == "bare list":
+        text = json.dumps(events, indent=1)
+    else:
+        doc = {"deviceProperties": props, "traceEvents": events, "traceName": "t"} if layout == "fields first" \
+            else {"traceEvents": events, "deviceProperties": props, "distributedInfo": {"rank": 3}}
+        text = json.dumps(doc, indent=1)
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(text.encode()))
+    whole = load_trace(path)
+    _small_chunks(monkeypatch, whole=8 << 10, chunk=4 << 10)
+    chunked = load_trace(path)
+    _same(whole, chunked)
+    assert len(whole.kernels) == 200 and (whole.kernels["op"].str.startswith("aten::mm")).all()
+    assert whole.device_name == (None if layout == "bare list" else "NVIDIA H100 80GB HBM3")
+
+
+def test_a_malformed_event_in_a_later_chunk_is_named_by_its_index(tmp_path, monkeypatch):
+    """Synthetic: event #452's ts is "abc"; read in 4 KiB chunks, the error names it as a whole read does."""
+    events = _events(200)
+    events[452]["ts"] = "abc"
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    _small_chunks(monkeypatch, whole=8 << 10, chunk=4 << 10)
+    proc = run_cli("explain", path)
+    assert proc.returncode == 2 and "event #452" in proc.stderr and "non-numeric" in proc.stderr
+
+
+def test_invalid_utf8_in_a_field_not_read_is_still_invalid_json(tmp_path):
+    """Synthetic: a byte 0xff inside a python_function name: invalid JSON as before (the fast decoder
+    does not look at that string, so the loader checks the text)."""
+    events = _events(3) + [{"ph": "X", "cat": "python_function", "name": "NAME", "ts": 1, "dur": 1}]
+    path = tmp_path / "t.json"
+    path.write_bytes(json.dumps({"traceEvents": events}).encode().replace(b"NAME", b"N\xffME"))
+    proc = run_cli("explain", path)
+    assert proc.returncode == 2 and "invalid JSON" in proc.stderr
+
+
+def _random_ops(rng: random.Random, n: int) -> Piece:
+    """Synthetic CPU ops on three threads (one a string tid): nested, sibling and overlapping intervals,
+    equal starts, zero durations; a few step markers that are not ops."""
+    p = Piece()
+    for i in range(n):
+        ts = float(rng.randrange(0, 400))
+        dur = float(rng.choice([0, 1, 3, 10, 40, 150]))
+        p.c_idx.append(i)
+        p.c_name.append(f"op{i}")
+        p.c_ts.append(ts)
+        p.c_dur.append(dur)
+        p.c_tid.append(rng.choice([1, 2, "3"]))
+        p.c_pid.append(9)
+        p.c_ext.append(None)
+        p.c_role.append(OP if rng.random() > 0.05 else 1)
+        p.c_detail.append(None)
+    return p
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_innermost_op_is_the_stack_sweeps_answer(seed):
+    """Synthetic intervals: link.innermost_ops (pointer jumping, numpy) against the original stack sweep
+    (graph_replay._innermost_ops, one op at a time)."""
+    rng = random.Random(seed)
+    p = _random_ops(rng, 300)
+    queries = [(rng.choice([1, 2, "3", 4]), float(rng.randrange(-5, 420))) for _ in range(200)]
+    got = innermost_ops([q[0] for q in queries], [q[1] for q in queries], p)
+    ops = [{"name": p.c_name[k], "ts": p.c_ts[k], "dur": p.c_dur[k], "tid": p.c_tid[k], "k": k}
+           for k in range(len(p.c_idx)) if p.c_role[k] == OP]
+    want = graph_replay._innermost_ops([{"tid": tid, "ts": t} for tid, t in queries], ops)
+    assert got == [-1 if w is None else w["k"] for w in want]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_top_level_ops_are_the_sweeps_answer(seed):
+    """Synthetic sorted intervals, some overlapping their parent's end: the running-maximum shortcut or
+    its fallback gives what the one-op-at-a-time sweep gives."""
+    rng = random.Random(seed)
+    ts = np.sort(np.array([float(rng.randrange(0, 500)) for _ in range(200)]))
+    end = ts + np.array([float(rng.choice([0, 2, 5, 30, 90])) for _ in ts])
+    want, stop = [], -np.inf
+    for k, (t, e) in enumerate(zip(ts, end)):
+        if t >= stop:
+            want.append(k)
+            stop = e
+    assert _top_level(ts, end).tolist() == want
+    nested = np.array([0.0, 1.0, 2.0, 10.0, 11.0]), np.array([9.0, 5.0, 3.0, 20.0, 12.0])
+    assert _top_level(*nested).tolist() == [0, 3]
