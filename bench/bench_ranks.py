@@ -46,8 +46,9 @@ def measure(args: list[str], repeat: int, cache: Path) -> tuple[float, float]:
     return statistics.median(cold), statistics.median(warm)
 
 
-def duckdb_only(folder: Path, repeat: int) -> float:
+def duckdb_only(folder: Path, repeat: int, cache: Path) -> float:
     """The cross-rank queries alone, over tables the stages already wrote (in this process)."""
+    os.environ["TRACEKIT_CACHE_DIR"] = str(cache)
     from tracekit.ranks.query import query_all
     from tracekit.ranks.run import run_stages, tasks_of, write_tables
 
@@ -87,7 +88,7 @@ def main() -> None:
     for label, args in rows:
         cold, warm = measure(args, a.repeat, cache)
         print(f"| {label} | {cold:.2f} | {warm:.2f} |", flush=True)
-    print(f"\ncross-rank DuckDB queries alone over the {n} Parquet tables: {duckdb_only(folder, a.repeat):.3f} s")
+    print(f"\ncross-rank DuckDB queries alone over the {n} Parquet tables: {duckdb_only(folder, a.repeat, cache):.3f} s")
     shutil.rmtree(cache, ignore_errors=True)
 
 
