@@ -255,3 +255,13 @@ def test_hta_cross_check_of_the_overlap(tmp_path):
     assert row["overlap_pct"] == pytest.approx(exact) and round(exact, 2) == 15.61
     # HTA reads times as whole µs (15.35% on rounded times) and sorts kernels by its own name patterns
     assert row["hta"]["comm_comp_overlap_pct"] == 14.31
+
+
+def test_table_markdown_and_csv_of_the_same_run(hta2):
+    csv_out = run_cli("explain", HTA2, "--format", "csv", "--workers", "1").stdout.splitlines()
+    assert len(csv_out) == 3 and csv_out[0].startswith("key,rank,label,error,steps")
+    assert [line.split(",")[9] for line in csv_out[1:]] == [str(r["kernel_us"]) for r in hta2["ranks"]]
+    md = run_cli("ranks", HTA2, "--format", "markdown", "--workers", "1").stdout
+    assert "Straggler: rank 1" in md and "| send_recv | - | 8 |" in md and "| all_gather | - | 2 |" in md
+    table = run_cli("ranks", HTA2, "--workers", "1").stdout
+    assert max(len(line) for line in table.splitlines()) <= 80 and "ProfilerStep#552" in table
