@@ -98,9 +98,9 @@ def test_toml_on_stdout_without_out_and_json_format(tmp_path):
     proc = run_cli("calibrate", "--device", "cpu", "--quick", "-q", "-f", "json", "-o", tmp_path / "j.toml")
     assert proc.returncode == 0 and proc.stderr == ""
     result = json.loads(proc.stdout)
-    assert result["spec_id"] == "j" and result["builtin"] is None and result["value_is"] == "median"
+    assert result["spec_id"] == "j" and result["builtin"] is None and result["value_is"] == "best"
     fig = result["figures"]["peak.fp32"]
-    assert fig["repeats"] == 3 and fig["calls_per_repeat"] >= 1 and fig["best"] >= fig["median"] > 0
+    assert fig["repeats"] == 3 and fig["calls_per_repeat"] >= 1 and fig["value"] == fig["best"] >= fig["median"] > 0
     assert load_spec(tmp_path / "j.toml").peak("fp32") == fig["value"]
 
 
@@ -279,6 +279,6 @@ def test_table_calls_a_spread_figure_noisy():
 
     cal = _synthetic("Some CPU", {"name": "Some CPU"}, {})
     cal.add(rate("peak.fp32", 2e9, 1e12, "synthetic", Sample((0.01, 0.02, 0.03), 1, "fake")))  # IQR 0.01 / 0.02
-    assert cal.values()["peak.fp32"] == 0.1 and cal.figures[0].best == 0.2
+    assert cal.values()["peak.fp32"] == 0.2 and cal.figures[0].median == 0.1
     text = table(cal, None, None)
     assert "noisy (batches spread over 10% of the median): peak.fp32" in text

@@ -37,7 +37,7 @@ def spec_toml(cal: Calibration, spec_id: str, name: str | None = None) -> str:
     notes = (f"Roofs measured by `tracekit calibrate` on this machine, not datasheet peaks: gaps against them "
              f"are attainable gaps. {cal.device} ({cal.backend}), {cal.date}; "
              + ", ".join(f"{k} {v}" for k, v in cal.versions.items())
-             + f". Each source says the work, sizes, batches, median and best; {VALUE_RULE}.{quick}")
+             + f". Each source says the work, sizes, batches, best and median; {VALUE_RULE}.{quick}")
     lines = [f"id = {toml_string(spec_id)}",
              f"name = {toml_string(name or cal.device + ' (measured)')}",
              f"vendor = {toml_string(cal.vendor)}",
@@ -89,7 +89,7 @@ def matching_builtin(cal: Calibration) -> DeviceSpec | None:
 
 
 def table(cal: Calibration, builtin: DeviceSpec | None, wrote: str | None) -> str:
-    """The human report: measured (median), best, the builtin spec's figure and the ratio; what was left
+    """The human report: measured (best), median, the builtin spec's figure and the ratio; what was left
     out and why; where the spec went. Fits 80 columns."""
     out = [f"tracekit calibrate: {cal.device} ({cal.backend}), {cal.date}",
            "  " + ", ".join(f"{k} {v}" for k, v in cal.versions.items())]
@@ -104,23 +104,23 @@ def table(cal: Calibration, builtin: DeviceSpec | None, wrote: str | None) -> st
     else:
         out.append(f"  beside: builtin spec '{builtin.id}' ({builtin.name[:40]})")
         rows = compare(cal.values(), builtin)
-    best = {f.key: f.best for f in cal.figures}
+    median = {f.key: f.median for f in cal.figures}
     ref_head = builtin.id[:12] if builtin else "builtin"
-    out += ["", f"{'key':22} {'median':>10} {'unit':7} {'best':>10} {ref_head:>12} {'ratio':>6}"]
+    out += ["", f"{'key':22} {'best':>10} {'unit':7} {'median':>10} {ref_head:>12} {'ratio':>6}"]
     starred = False
     for r in rows:
         ref = "-" if r["builtin"] is None else f"{r['builtin']:.4g}" + ("*" if r["builtin_measured"] else "")
         starred |= r["builtin_measured"] and r["builtin"] is not None
-        b = best.get(r["key"])
+        b = median.get(r["key"])
         b_text = "-" if b is None else f"{b:.4g}"
         value = f"{r['measured']:.0f}" if r["key"] == "memory.l2_bytes" else f"{r['measured']:.4g}"
         ref = f"{r['builtin']:.0f}" if r["key"] == "memory.l2_bytes" and r["builtin"] else ref
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
         out.append(f"{r['key']:22} {value:>10} {unit_of(r['key']):7} {b_text:>10} {ref:>12} {ratio:>6}")
     out.append("")
-    out.append("median: over the timed batches (the spec's value); best: the fastest batch")
+    out.append("best: the fastest batch (the spec's value); median: sustained over the batches")
     if builtin:
-        out.append(f"ratio: median / {builtin.id}'s figure (matrix rates as its matmul_peak reads them)")
+        out.append(f"ratio: best / {builtin.id}'s figure (matrix rates as its matmul_peak reads them)")
     if starred:
         out.append("* the builtin's own number is a measurement, not a datasheet figure")
     noisy = [f.key for f in cal.figures if f.sample is not None and (f.sample.spread_pct or 0) > NOISY_PCT]

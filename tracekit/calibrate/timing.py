@@ -34,7 +34,7 @@ class Plan:
     """How long and how big: ``repeat_s`` per timed batch, ``repeats`` batches; the matrix size doubles
     from ``min_n`` while the next size's call (8x the work) is expected to take at most ``call_s``, up
     to ``max_n``; ``buffer_bytes`` for the copy and elementwise buffers; ``graph_kernels`` one-element
-    kernels per CUDA-graph replay."""
+    kernels per CUDA-graph replay; ``rest_s`` idle seconds before each matrix rate."""
 
     quick: bool
     repeats: int
@@ -44,6 +44,7 @@ class Plan:
     max_n: int
     buffer_bytes: int
     graph_kernels: int = 1000
+    rest_s: float = 0.0          # idle before each matrix rate: each starts from an idle device, not hot
 
 
 @dataclass(frozen=True)

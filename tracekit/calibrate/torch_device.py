@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import platform
+import time
 import warnings
 from collections.abc import Callable
 from datetime import date
@@ -92,7 +93,8 @@ def _plan(torch, backend: str, dev, quick: bool) -> tuple[Plan, str]:
         mem = torch.cuda.get_device_properties(dev).total_memory
         n = 2048 if quick else (8192 if mem >= 16 * GiB else 4096)
         size = 256 * MiB if quick else min(GiB, mem // 16)
-        return (Plan(quick, 3 if quick else 10, 0.01 if quick else 0.05, 0.0, n, n, size),
+        return (Plan(quick, 3 if quick else 10, 0.01 if quick else 0.02, 0.0, n, n, size,
+                     rest_s=0.0 if quick else 1.0),
                 f"{size // MiB} MiB (min(1 GiB, device memory / 16); the L2 is far smaller)")
     if backend == "mps":
         n = 1024 if quick else 4096
@@ -211,6 +213,7 @@ def _matmul(torch, dev, clock, plan: Plan, item: Item, cal: Calibration, progres
     try:
         with _settings(torch, **settings):
             n, fn = grow(make, clock, plan)
+            time.sleep(plan.rest_s)
             s = sample(fn, clock, plan)
     except Exception as exc:                             # noqa: BLE001  (the reason goes in the file)
         first = (str(exc).strip().splitlines() or [""])[0][:200]
