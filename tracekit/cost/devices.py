@@ -85,6 +85,11 @@ class DeviceSpec:
     skipped: dict[str, str] = field(default_factory=dict)   # "peak.fp8" -> why it was not measured
     links: dict[str, float] = field(default_factory=dict)   # [link] nvlink_gbs / xgmi_gbs / pcie_gbs, per direction
 
+    def transfer_gbs(self, unit: str) -> float | None:
+        """GB/s per direction for bytes a row moves over a link rather than memory: ``"link"`` (a
+        collective, a peer copy) the fastest link, ``"pcie"`` (a host copy) the PCIe link; else None."""
+        return self.link_gbs if unit == "link" else self.links.get("pcie_gbs") if unit == "pcie" else None
+
     @property
     def link_gbs(self) -> float | None:
         """The fastest link one GPU has to its peers, GB/s per direction: what a collective's bus bytes

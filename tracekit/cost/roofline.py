@@ -17,6 +17,8 @@ from tracekit.ops.inductor import inductor_cost, is_inductor_kernel
 RolesFn = Callable[[str, object], 'list[str] | None']   # (kernel op, kernel_file) -> pointer names
 
 _DEVICE_TO_DEVICE = re.compile(r"dtod|device -> device|d2d", re.IGNORECASE)
+_PEER = re.compile(r"ptop|peer|p2p", re.IGNORECASE)
+LINK_UNITS = ("link", "pcie")      # compute_unit of rows whose bytes cross a link: their floor is bound "link"
 _COST_INPUTS = ("name", "kind", "category", "op", "op_dims", "op_types", "op_strides", "op_concrete",
                 "kernel_file", "fused_ops", "event_bytes", "collective")
 
@@ -85,11 +87,13 @@ def _transfer_cost(row) -> Cost | str:
         if nbytes != nbytes:
             return "memset without a byte count"
         return Cost(0.0, nbytes, None, "vector", "memset: bytes written")
-    if not _DEVICE_TO_DEVICE.search(row.name):
-        return "host/peer copy: link bandwidth is not in the device spec"
     if nbytes != nbytes:
         return "copy without a byte count"
-    return Cost(0.0, 2.0 * nbytes, None, "vector", "device copy: bytes read + written")
+    if _PEER.search(row.name):              # "Memcpy PtoP (Device -> Device)": between two GPUs
+        return Cost(0.0, nbytes, None, "link", "peer copy: bytes over the fastest link (spec [link])")
+    if _DEVICE_TO_DEVICE.search(row.name):
+        return Cost(0.0, 2.0 * nbytes, None, "vector", "device copy: bytes read + written")
+    return Cost(0.0, nbytes, None, "pcie", "host copy: bytes over PCIe, one direction (spec [link] pcie_gbs)")
 
 
 def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None) -> pd.DataFrame:
@@ -165,8 +169,12 @@ def roofline_terms(df: pd.DataFrame, spec) -> tuple[np.ndarray, np.ndarray]:
     nbytes = df["bytes"].to_numpy(dtype=float)
     compute_us = np.where(flops > 0, flops / (peak_tflops * 1e6), 0.0)
     bw = spec.bandwidth_gbs or np.nan
-    link = spec.link_gbs or np.nan            # a collective's bus bytes cross the link (spec [link])
-    memory_us = np.where(df["compute_unit"].to_numpy() == "link", nbytes / (link * 1e3), nbytes / (bw * 1e3))
+    units = df["compute_unit"].to_numpy()
+    memory_us = nbytes / (bw * 1e3)
+    for unit in LINK_UNITS:                   # collectives and copies cross a link, not memory (spec [link])
+        here = units == unit
+        if here.any():
+            memory_us = np.where(here, nbytes / ((spec.transfer_gbs(unit) or np.nan) * 1e3), memory_us)
     compute_us = np.where(np.isnan(compute_us), 0.0, compute_us)   # no rate for the dtype: memory term only
     return compute_us, memory_us
 
@@ -185,7 +193,7 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
     floor = np.where(floor > 0, floor, np.nan)
     df["floor_us"] = floor
     bound = np.where(np.isnan(floor), None, np.where(compute_us > memory_us, "compute", "memory"))
-    bound = np.where((df["compute_unit"].to_numpy() == "link") & ~np.isnan(floor), "link", bound)
+    bound = np.where(np.isin(df["compute_unit"].to_numpy(), LINK_UNITS) & ~np.isnan(floor), "link", bound)
     if spec.launch_us:           # no kernel runs faster than the device lets one start and finish
         bound = np.where(floor < spec.launch_us, "launch", bound)
     df["bound"] = bound

@@ -56,15 +56,15 @@ COLUMNS: tuple[Column, ...] = (
     Column("et_io", "object", "fusion", "fusion.exact.ExactIO: what the row's op call reads and writes by storage "
            "(storage id, byte range), from the execution trace node with its op_rf_id; None when not joined"),
     Column("dtype", "str", "cost", "dtype the work runs in (selects the peak), or None"),
-    Column("compute_unit", "str", "cost", '"matrix" (tensor-core peak) | "vector" | "link" (a collective: its '
-           'bytes cross the GPU\'s link, spec [link]) | None'),
+    Column("compute_unit", "str", "cost", '"matrix" (tensor-core peak) | "vector" | "link" (a collective or peer '
+           'copy: its bytes cross the GPU\'s fastest link, spec [link]) | "pcie" (a host copy) | None'),
     Column("flops", "float", "cost", "floating-point operations (NaN when no model applies)"),
     Column("bytes", "float", "cost", "minimal bytes: inputs read once + outputs written once (NaN unknown)"),
     Column("cost_note", "str", "cost", "which model costed the row, or why it has no floor"),
     Column("floor_us", "float", "roofline", "max(flops/peak, bytes/bandwidth), microseconds (NaN unknown)"),
     Column("bound", "str", "roofline", '"compute" | "memory" | "launch" (floor below the device\'s shortest '
-                                     'kernel, spec [launch] kernel_us) | "link" (a collective: bus bytes / the '
-                                     'spec\'s link bandwidth) | None'),
+                                     'kernel, spec [launch] kernel_us) | "link" (a collective or a copy: bytes / the '
+                                     'spec\'s link bandwidth, [link]) | None'),
     Column("gap", "float", "roofline", "time / floor_us: the time of all the op call's kernels on the row that "
                                      "carries its floor (NaN when no floor)"),
     Column("covered", "bool", "roofline", "the row's time is set against a floor: its own, or its op call's "
