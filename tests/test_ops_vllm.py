@@ -65,3 +65,14 @@ def test_reshape_and_cache_writes_the_slots_not_the_cache():
 def test_every_kernel_of_these_ops_has_a_floor(op):
     df = kernels()
     assert df.loc[df["op"] == op, "covered"].all()
+
+
+def test_multimem_all_reduce_moves_its_buffer_once_each_way():
+    """vLLM's symmetric-memory all-reduce (symm_mem::multimem_all_reduce_, NVLink SHARP): the switch
+    reduces, so each of the 8 ranks sends its [2557440] bf16 buffer and receives the result: 5,114,880 B
+    each way over the B200's 900 GB/s per direction = 5.683 µs, bound by the link."""
+    df = kernels()
+    r = df[(df["op"] == "symm_mem::multimem_all_reduce_") & (df["op_dims"].astype(str) == "[[2557440], [], []]")]
+    assert len(r) and set(r["bytes"]) == {2557440 * BF16} == {5_114_880}
+    assert r["floor_us"].iloc[0] == pytest.approx(5_114_880 / 900e3) and set(r["bound"]) == {"link"}
+    assert df.loc[df["op"] == "symm_mem::multimem_all_reduce_", "covered"].all()

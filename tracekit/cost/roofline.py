@@ -75,9 +75,11 @@ def collective_cost(c: dict | None) -> Cost | str:
     if nbytes is None:
         why = "moves no data" if c.get("name") not in BUS_FACTOR else "message or group size not recorded"
         return f"{c.get('name')}: {why}"
-    n = c["group_size"]
-    return Cost(0.0, nbytes, c.get("dtype"), "link", f"{c['name']} bus bytes (NCCL-tests): "
-                f"{BUS_FACTOR[c['name']](n):.4g} x {c['bytes']:.0f} B, {n} ranks")
+    n = c.get("group_size")
+    ranks = f", {n} ranks" if n else ""
+    rule = "the switch reduces: S each way" if c["name"] == "all_reduce_multimem" else "NCCL-tests"
+    return Cost(0.0, nbytes, c.get("dtype"), "link", f"{c['name']} bus bytes ({rule}): "
+                f"{nbytes / c['bytes']:.4g} x {c['bytes']:.0f} B{ranks}")
 
 
 def _transfer_cost(row) -> Cost | str:

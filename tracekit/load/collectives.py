@@ -42,7 +42,8 @@ def _from_shapes(name: str, op, op_dims, op_types, world: int | None) -> dict | 
     """An older trace: the collective from the launching c10d op (``c10d::_allgather_base_``), else from the
     kernel name; S = the largest tensor among the op's inputs (an all_gather's or reduce_scatter's whole
     buffer is its largest tensor; the other collectives' tensors are all S)."""
-    coll = collective_of(op) if isinstance(op, str) and op.startswith(("c10d::", "nccl:", "gloo:")) else None
+    coll = collective_of(op) if isinstance(op, str) and op.startswith(("c10d::", "nccl:", "gloo:", "symm_mem::")) \
+        else None
     coll = coll or collective_of(name)
     if coll is None:
         return None

@@ -10,6 +10,9 @@ Bus bytes follow NCCL-tests' bus-bandwidth convention (NVIDIA/nccl-tests doc/PER
 collective of S bytes among n ranks, whatever the algorithm (ring, tree) as long as it is built of
 point-to-point transfers: all_reduce 2(n-1)/n·S; reduce_scatter, all_gather, all_to_all, gather and
 scatter (n-1)/n·S, with S the whole buffer (all ranks' parts); broadcast, reduce and send/recv S.
+An all-reduce done in the NVLink switch (PyTorch's symmetric-memory ``multimem_all_reduce_``, NVLS) is
+not built of point-to-point transfers: the switch reduces, and each rank sends its S and receives the
+reduced S, so S per direction is its floor, whatever n.
 Bus bytes over the link bandwidth of one direction is the collective's floor (cost.roofline).
 """
 
@@ -24,12 +27,14 @@ BUS_FACTOR = {
     "reduce_scatter": lambda n: (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
     "all_to_all": lambda n: (n - 1) / n, "gather": lambda n: (n - 1) / n, "scatter": lambda n: (n - 1) / n,
     "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0, "send_recv": lambda n: 1.0,
+    "all_reduce_multimem": lambda n: 1.0,
 }
+GROUP_FREE = ("broadcast", "reduce", "send_recv", "all_reduce_multimem")   # bus bytes need no group size
 COLLECTIVES = (*BUS_FACTOR, "barrier")
 
 # spellings after lowercasing and dropping '_' (and a leading c10d::/nccl:/gloo: and trailing '_')
 _SPELLINGS = [(re.compile(p), c) for p, c in (
-    (r"^allreduce", "all_reduce"), (r"^allgather", "all_gather"), (r"^reducescatter", "reduce_scatter"),
+    (r"^multimemallreduce", "all_reduce_multimem"), (r"^allreduce", "all_reduce"), (r"^allgather", "all_gather"), (r"^reducescatter", "reduce_scatter"),
     (r"^alltoall", "all_to_all"), (r"^broadcast", "broadcast"), (r"^barrier", "barrier"),
     (r"^(sendrecv|send|recv|p2p)", "send_recv"), (r"^reduce", "reduce"), (r"^gather", "gather"),
     (r"^scatter", "scatter"))]
@@ -84,6 +89,8 @@ def bus_bytes(collective: str | None, size: float | None, group_size: int | None
     """Bytes each rank moves over its link (NCCL-tests' bus-bandwidth factor × S); None when the
     collective, its size or (for a factor that depends on it) the group size is unknown."""
     factor = BUS_FACTOR.get(collective or "")
+    if collective in GROUP_FREE and not group_size:
+        group_size = 2                      # any group of two or more: the factor does not depend on it
     if factor is None or size is None or not group_size or group_size < 1:
         return None
     return factor(group_size) * size
