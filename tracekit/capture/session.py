@@ -159,35 +159,23 @@ class Session:
 
     def hook_root_module(self) -> None:
         """Each top-level call of the first root nn.Module called starts a step."""
-        from torch.nn.modules import module as nn_module
+        from tracekit.capture.root_module import hook_root_module
 
-        torch, state = self.torch, {"depth": 0, "root": None}
+        def on_root(mod, label):
+            self.step_rule = f"module:{label}"
+            _say(self.quiet, f"step rule: each call of the root module {label} starts a step")
 
-        def pre(mod, args):
-            if torch.compiler.is_compiling() or threading.get_ident() != self._thread:
-                return
-            state["depth"] += 1
-            if state["depth"] != 1:
-                return
-            if state["root"] is None:
-                state["root"] = mod
-                inner = getattr(mod, "_orig_mod", None)
-                label = type(mod).__name__ + (f"({type(inner).__name__})" if inner is not None else "")
-                self.step_rule = f"module:{label}"
-                _say(self.quiet, f"step rule: each call of the root module {label} starts a step")
-            if mod is state["root"] and self.state != "done":
+        def on_enter(mod):
+            if self.state != "done":
                 self.end_step()
                 self.begin_step()
 
-        def post(mod, args, output):
-            if torch.compiler.is_compiling() or threading.get_ident() != self._thread:
-                return
-            state["depth"] = max(0, state["depth"] - 1)
-            if state["depth"] == 0 and mod is state["root"] and self.first_call_s is None:
+        def on_exit(mod):
+            if self.first_call_s is None:
                 self.first_call_done()
 
-        self._hooks += [nn_module.register_module_forward_pre_hook(pre),
-                        nn_module.register_module_forward_hook(post, always_call=True)]
+        self._hooks += hook_root_module(self.torch, lambda: threading.get_ident() == self._thread,
+                                        on_root, on_enter, on_exit)
 
     def snapshot_distributed(self) -> None:
         """Keep the process group's rank, world size and backend while it exists: the profiler starts

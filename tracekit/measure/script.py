@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracekit.capture.runner import load_script, run_script
+from tracekit.capture.root_module import hook_root_module
 from tracekit.capture.script import WRAP_NAME, bundle_on_every_exit, install_step_fn, is_mlx_script
 from tracekit.errors import TracekitError, say_error
 
@@ -102,39 +103,28 @@ class Measurer:
     def hook_root_module(self) -> None:
         """Time the root module's first top-level call; measure at its second (see the module docstring)."""
         import torch
-        from torch.nn.modules import module as nn_module
 
-        state = {"depth": 0, "root": None, "t0": None}
+        t0 = []
 
         def sync():
             if torch.cuda.is_available() and torch.cuda.is_initialized():
                 torch.cuda.synchronize()
 
-        def pre(mod, args):
-            if torch.compiler.is_compiling() or not self._mine():
-                return
-            state["depth"] += 1
-            if state["depth"] != 1:
-                return
-            if state["root"] is None:
-                state["root"] = mod
-                inner = getattr(mod, "_orig_mod", None)
-                self.step_rule = "module:" + type(mod).__name__ + (f"({type(inner).__name__})" if inner else "")
-            if mod is state["root"] and self.first_call_s is None:
-                sync()
-                state["t0"] = time.perf_counter()
+        def on_root(mod, label):
+            self.step_rule = f"module:{label}"
 
-        def post(mod, args, output):
-            if torch.compiler.is_compiling() or not self._mine():
-                return
-            state["depth"] = max(0, state["depth"] - 1)
-            if state["depth"] == 0 and mod is state["root"] and self.first_call_s is None and state["t0"]:
+        def on_enter(mod):
+            if self.first_call_s is None:
                 sync()
-                self.first_call_s = time.perf_counter() - state["t0"]
+                t0[:] = [time.perf_counter()]
+
+        def on_exit(mod):
+            if self.first_call_s is None and t0:
+                sync()
+                self.first_call_s = time.perf_counter() - t0[0]
                 self._wrap_forward(mod)
 
-        self._hooks += [nn_module.register_module_forward_pre_hook(pre),
-                        nn_module.register_module_forward_hook(post, always_call=True)]
+        self._hooks += hook_root_module(torch, self._mine, on_root, on_enter, on_exit)
 
     def _wrap_forward(self, root) -> None:
         had_own = "forward" in root.__dict__
