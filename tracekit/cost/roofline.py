@@ -194,6 +194,11 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
     floor = np.where(known, np.maximum(compute_us, memory_us), np.nan)
     floor = np.where(floor > 0, floor, np.nan)
     df["floor_us"] = floor
+    units = df["compute_unit"].to_numpy()
+    for unit, key in (("link", "a link bandwidth"), ("pcie", "pcie_gbs")):
+        lost = (units == unit) & known & np.isnan(floor)
+        if lost.any():                       # bytes known, but the spec cannot say how fast they cross
+            df.loc[lost, "cost_note"] = df.loc[lost, "cost_note"] + f"; no floor: spec {spec.id} has no [link] {key}"
     bound = np.where(np.isnan(floor), None, np.where(compute_us > memory_us, "compute", "memory"))
     bound = np.where(np.isin(df["compute_unit"].to_numpy(), LINK_UNITS) & ~np.isnan(floor), "link", bound)
     if spec.launch_us:           # no kernel runs faster than the device lets one start and finish
