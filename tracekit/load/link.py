@@ -149,10 +149,10 @@ def op_columns(p: Piece, op: list[int], source: str, notes: Notes) -> dict[str, 
     """The op_* columns of rows whose op is CPU event ``op[r]`` (-1: none). An op's shape fields are
     decoded and checked here, once per op that a row uses, not for every CPU op of the trace."""
     fields: dict[int, tuple] = {}
-    verdicts: dict[tuple, bool] = {}
+    seen: dict[tuple, list | None] = {}
     for o in op:
         if o >= 0 and o not in fields:
-            fields[o] = _op_fields(p.c_detail[o], notes, verdicts, p.c_rf[o] if len(p.c_rf) else None)
+            fields[o] = _op_fields(p.c_detail[o], notes, seen, p.c_rf[o] if len(p.c_rf) else None)
     none = (None, None, None, None, None, -1)
     got = [fields[o] if o >= 0 else none for o in op]
     return {"op": [p.c_name[o] if o >= 0 else None for o in op],
@@ -163,23 +163,22 @@ def op_columns(p: Piece, op: list[int], source: str, notes: Notes) -> dict[str, 
             "op_rf_id": [g[5] for g in got]}
 
 
-def _op_fields(args, notes: Notes, verdicts: dict, rf: int | None) -> tuple:
+def _op_fields(args, notes: Notes, seen: dict, rf: int | None) -> tuple:
     """(dims, types, strides, concrete, kernel_file, record function id) of one op; malformed shapes and
-    a kernel_file that is no string are dropped and counted, as ``fields.clean_op_args`` does."""
+    a kernel_file that is no string are dropped and counted, as ``fields.clean_op_args`` does. Shapes
+    decoded from the same text are decoded once (``seen``) and shared: no stage changes them in place."""
     raws = [getattr(args, f) for f, _ in _SHAPE_KEYS]
     key = None
     if all(isinstance(r, (Raw, bytes)) for r in raws):      # a lenient record holds parsed values
-        raws = key = tuple(bytes(r) for r in raws)
-    present = {k: v for (_, k), r in zip(_SHAPE_KEYS, raws) if (v := shape_value(r)) is not UNSET}
-    ok = verdicts.get(key) if key is not None else None
-    if ok is None:
-        ok = op_fields(present)[4]
+        key = tuple(bytes(r) for r in raws)
+    shapes = seen.get(key) if key is not None else None
+    if shapes is None:
+        present = {k: v for (_, k), r in zip(_SHAPE_KEYS, raws) if (v := shape_value(r)) is not UNSET}
+        shapes = [present.get(k) for _, k in _SHAPE_KEYS] if op_fields(present)[4] else None
         if key is not None:
-            verdicts[key] = ok
-    if ok:
-        shapes = [present.get(k) for _, k in _SHAPE_KEYS]
-    else:
-        shapes = [None] * 4
+            seen[key] = shapes
+    if shapes is None:
+        shapes = (None, None, None, None)
         notes.add("{n} ops have Input Dims/type/Strides/Concrete Inputs that are malformed or of different "
                   "lengths: their shapes are unknown (no cost for their kernels)")
     kf = args.kernel_file
@@ -191,6 +190,16 @@ def _op_fields(args, notes: Notes, verdicts: dict, rf: int | None) -> tuple:
     return (*shapes, kernel_file, rf)
 
 
+TEXT_COLUMNS = ("name", "kind", "launch", "op", "op_source", "kernel_file")
+
+
 def finish(cols: dict[str, list]) -> pd.DataFrame:
+    """The table, in time order. Its text columns are object arrays holding what a pandas string column
+    would (missing: NaN; a column with no text at all stays None): later stages iterate them in Python,
+    several times faster than over Arrow strings."""
+    for c in TEXT_COLUMNS:
+        values = cols.get(c)
+        if values is not None and any(isinstance(v, str) for v in values):
+            cols[c] = pd.Series([np.nan if v is None else v for v in values], dtype=object)
     df = pd.DataFrame(fill_missing(cols, len(cols["name"])), columns=KERNEL_COLUMNS)
     return df.sort_values("start_us", kind="stable").reset_index(drop=True)

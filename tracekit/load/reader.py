@@ -1,10 +1,11 @@
 """Read a Kineto trace file into the distilled columns of its events (``pieces.Piece``).
 
 A file is read through ``tracekit.limits.iter_input`` (a regular file, gunzipped as a stream, within
-the size and gzip-ratio bounds). Up to ``WHOLE_BYTES`` of JSON is decoded as one document; a larger
-one is decoded in chunks of about that size, cut between events (``load.chunks``), and each chunk is
-distilled before the next is read, so memory holds one chunk's text and records plus the columns
-kept so far, never the whole document.
+the size and gzip-ratio bounds). Up to ``WHOLE_BYTES`` of JSON is held as one document and its events
+decoded ``PART_BYTES`` at a time in place (records for one part at a time); a larger one is read in
+chunks of about ``WHOLE_BYTES``, cut between events (``load.chunks``), and each chunk is distilled
+before the next is read, so memory holds one chunk's text and records plus the columns kept so far,
+never the whole document.
 
 Each stretch is decoded fast (msgspec, typed records) and, when that fails or a record breaks a rule
 its type cannot express, again leniently (orjson and the per-event checks): same columns, or the
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 import msgspec
+import numpy as np
 import orjson
 
 from tracekit.errors import TracekitError
@@ -26,7 +28,9 @@ from tracekit.limits import iter_input, max_trace_bytes
 from tracekit.load.events import FAST_ERRORS, as_dict, decode_fast, decode_lenient, parse_lenient
 from tracekit.load.pieces import Piece, distil
 
-WHOLE_BYTES = 64 << 20              # JSON text decoded as one document; larger files go in chunks
+WHOLE_BYTES = 64 << 20              # JSON text held as one document; larger files go in chunks
+PART_BYTES = 4 << 20                # of a document held whole, event text decoded at a time
+_BETWEEN = re.compile(rb"\}[ \t\r\n]*(,)[ \t\r\n]*\{")
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _SPACE = re.compile(rb"[ \t\r\n]*")
 
@@ -45,17 +49,16 @@ def read_trace(path: Path, marker) -> tuple[Piece, dict, Callable[[], list]]:
 
 
 def read_whole(path: Path, raw: bytearray, marker) -> tuple[Piece, dict, Callable[[], list]]:
-    """One document held in memory: decoded fast, else leniently."""
+    """One document held in memory: decoded fast, a few MiB of events at a time, else leniently."""
     start = _SPACE.match(raw).end()
     if start == len(raw):
         raise TracekitError(f"{path}: file is empty")
     try:
-        events, meta = _split(raw, start)
-        if events is not None and valid_utf8(raw):
-            records = decode_fast(events)
-            piece = distil(records, 0, marker, fast=True)
+        span, meta = _split(raw, start)
+        if span is not None and valid_utf8(raw):
+            piece = _decode_in_place(raw, *span, marker)
             if piece is not None:
-                return piece, meta, lambda: [as_dict(r) for r in records]
+                return piece, meta, lambda: orjson.loads(memoryview(raw)[span[0]:span[1]])
     except (*FAST_ERRORS, orjson.JSONDecodeError):
         pass
     doc = parse_lenient(raw, path)
@@ -64,18 +67,67 @@ def read_whole(path: Path, raw: bytearray, marker) -> tuple[Piece, dict, Callabl
     return piece, meta, lambda: dicts
 
 
-def _split(raw, start: int) -> tuple[object, dict]:
-    """(the traceEvents array's text, the other top-level fields); (None, {}) when the document is not
-    an object holding an array of events or a bare array (the lenient reader names what it is)."""
+def _decode_in_place(raw: bytearray, begin: int, end: int, marker) -> Piece | None:
+    """The event array ``raw[begin:end]`` decoded about PART_BYTES at a time without copying it: the
+    comma after a part's last event is overwritten with "]" while that part is decoded, then with
+    "[" to open the next part, and put back at the end (an op's raw shape fields point into ``raw``).
+    None when a part does not decode or fails a check (the caller decodes the whole leniently)."""
+    view, total, pos, patched = memoryview(raw), Piece(), begin, []
+    try:
+        while True:
+            if end - pos <= PART_BYTES:
+                piece = _part(view[pos:end], total.n_events, marker)
+                if piece is not None:
+                    total.extend(piece)
+                return total if piece is not None else None
+            for sep in _separators(raw, pos + PART_BYTES):
+                raw[sep] = 0x5D                                       # "]"
+                piece = _part(view[pos:sep + 1], total.n_events, marker)
+                if piece is not None:
+                    break
+                raw[sep] = 0x2C
+            else:
+                return None
+            total.extend(piece)
+            raw[sep] = 0x5B                                           # "[" opens the next part
+            patched.append(sep)
+            pos = sep
+    finally:
+        for sep in patched:
+            raw[sep] = 0x2C                                           # ","
+
+
+def _separators(raw: bytearray, limit: int) -> list[int]:
+    """Positions of the commas between two events (``}`` ``,`` ``{``) before ``limit``, last first; a few
+    candidates (one inside a string or a nested object does not decode and the next is tried)."""
+    found = [m.start(1) for m in _BETWEEN.finditer(raw, max(0, limit - (1 << 20)), limit)]
+    return found[::-1][:8]
+
+
+def _part(text, base: int, marker) -> Piece | None:
+    try:
+        return distil(decode_fast(text), base, marker, fast=True)
+    except FAST_ERRORS:
+        return None
+
+
+def _split(raw, start: int) -> tuple[tuple[int, int] | None, dict]:
+    """((where the traceEvents array's text begins, ends), the other top-level fields); (None, {}) when
+    the document is not an object holding an array of events or a bare array (the lenient reader
+    names what it is)."""
     if raw[start] == 0x5B:                                 # "[": a bare list of events
-        return raw, {}
+        end = len(raw)
+        while raw[end - 1] in b" \t\r\n":
+            end -= 1
+        return (start, end), {}
     if raw[start] != 0x7B:
         return None, {}
     top = _TOP.decode(raw)
     events = top.get("traceEvents")
     if events is None or memoryview(events)[:1].tobytes() != b"[":
         return None, {}
-    return events, {k: orjson.loads(bytes(v)) for k, v in top.items() if k != "traceEvents"}
+    begin = np.frombuffer(events, dtype=np.uint8).ctypes.data - np.frombuffer(raw, dtype=np.uint8).ctypes.data
+    return (begin, begin + len(events)), {k: orjson.loads(bytes(v)) for k, v in top.items() if k != "traceEvents"}
 
 
 def valid_utf8(raw) -> bool:
