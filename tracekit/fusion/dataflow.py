@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from tracekit.fusion.exact import ExactIO, as_tensor, step_dataflow
 from tracekit.ops import IO, OpCall, Tensor, lookup
 from tracekit.ops.inductor import inductor_io, is_inductor_kernel
@@ -95,8 +97,25 @@ _NODE_COLUMNS = ("op_id", "name", "op", "op_dims", "op_types", "op_concrete", "i
 
 def build_nodes(sk, spec) -> list[Node]:
     """Group a step's rows (time order) into op calls and total their cost."""
+    return _nodes(list(zip(sk.index, sk[[c for c in _NODE_COLUMNS if c in sk]].itertuples(index=False))), spec,
+                  "io" in sk)
+
+
+def step_rows(df) -> dict:
+    """{step: [(label, row), ...]} with each step's rows in time order (a stable sort on start_us), from
+    one pass over the table: what ``step_fusion`` takes as ``rows`` instead of a step's frame."""
+    cols = [c for c in _NODE_COLUMNS if c in df]
+    order = np.argsort(df["start_us"].to_numpy(dtype=float), kind="stable")
+    out: dict = {}
+    for label, step, row in zip(df.index[order], df["step"].to_numpy()[order].tolist(),
+                                df[cols].iloc[order].itertuples(index=False)):
+        out.setdefault(step, []).append((label, row))
+    return out
+
+
+def _nodes(pairs: list, spec, has_io: bool) -> list[Node]:
     groups: dict = {}
-    for label, r in zip(sk.index, sk[[c for c in _NODE_COLUMNS if c in sk]].itertuples(index=False)):
+    for label, r in pairs:
         key = ("op", r.op_id) if isinstance(r.op_id, int) and r.op_id != -1 else ("row", label)
         groups.setdefault(key, []).append((label, r))
     nodes = []
@@ -104,7 +123,7 @@ def build_nodes(sk, spec) -> list[Node]:
         first = part[0][1]
         io = getattr(first, "io", None)
         if not isinstance(io, IO):
-            io = node_io(first.op, first.op_dims, first.op_types, first.op_concrete) if "io" not in sk else None
+            io = node_io(first.op, first.op_dims, first.op_types, first.op_concrete) if not has_io else None
         compute = 0.0
         for _, r in part:
             f, d = r.flops, r.dtype
@@ -212,17 +231,20 @@ def _outside_bytes(nodes: list[Node], outside: list[Value], exact: bool) -> floa
     return total
 
 
-def step_fusion(trace, step: int, sk=None):
+def step_fusion(trace, step: int, sk=None, rows: list | None = None):
     """The step's op-call chain, tensor values, and the one-kernel floor next to the per-kernel floors.
-    ``sk``: the step's rows when the caller already has them. ``kind`` "exact" when every op call of
+    ``sk``: the step's rows when the caller already has them; ``rows``: the step's entry of
+    ``step_rows`` (every step from one pass over the table). ``kind`` "exact" when every op call of
     the step joined the execution trace, else "estimate" (size+dtype links, costed kernels only, a
     tensor re-read by several calls counted per call); ``bound_us`` is always a provable lower bound
     (the estimate with every same-sized outside read taken as one tensor)."""
-    if sk is None:
-        df = trace.kernels
-        sk = df[df["step"] == step]
-    sk = sk.sort_values("start_us", kind="stable")
-    nodes = build_nodes(sk, trace.spec)
+    if rows is not None:
+        nodes, n_rows = _nodes(rows, trace.spec, "io" in trace.kernels), len(rows)
+    else:
+        if sk is None:
+            df = trace.kernels
+            sk = df[df["step"] == step]
+        nodes, n_rows = build_nodes(sk.sort_values("start_us", kind="stable"), trace.spec), len(sk)
     exact = bool(nodes) and all(n.exact is not None for n in nodes)
     values = exact_values(nodes) if exact else link(nodes)
     unknown = [] if exact else [n for n in nodes if n.io is None or n.io.writes is None]
@@ -259,7 +281,7 @@ def step_fusion(trace, step: int, sk=None):
             rule += (f"; incomplete: {len(unknown)} of {len(nodes)} kernels write tensors the trace does not tell "
                      "(where read later, those count as outside tensors)")
     if uncosted:
-        rule += f"; {uncosted_kernels} of {len(sk)} kernels without a floor (their FLOPs and bytes left out)"
+        rule += f"; {uncosted_kernels} of {n_rows} kernels without a floor (their FLOPs and bytes left out)"
     if not nodes:
         rule = "no kernels in this step: nothing to run"
     if not bw:
@@ -305,18 +327,23 @@ def fusion_summary(trace) -> dict:
     df = trace.kernels
     indices = [s.index for s in trace.steps] or [0]
     per = []
-    by_step = dict(tuple(df.groupby("step", sort=False))) if len(df) else {}
+    rows = step_rows(df)
+    by_step: dict = {}                        # step -> (categories, fused_ops lists) in table order
+    for step, cat, ops in zip(df["step"].tolist(), df["category"].tolist(), df["fused_ops"].tolist()):
+        got = by_step.setdefault(step, ([], []))
+        got[0].append(cat)
+        got[1].append(ops)
     for k in indices:
-        sk = by_step.get(k, df.iloc[0:0])
-        known = known_fused_ops(sk["fused_ops"])
+        categories, fused = by_step.get(k, ([], []))
+        known = known_fused_ops(fused)
         cats = {}
-        for cat, ops in zip(sk["category"], sk["fused_ops"]):
+        for cat, ops in zip(categories, fused):
             c = cats.setdefault(str(cat), {"kernels": 0, "fused_ops": 0})
             c["kernels"] += 1
             c["fused_ops"] += len(ops) if isinstance(ops, list) and ops != ["unknown"] else 0
-        f = step_fusion(trace, k, sk)
-        per.append(dict(step=k, kernels=len(sk), op_calls=len(f["nodes"]),
-                        fused_ops=fused_op_count(known), kernels_unknown_ops=len(sk) - len(known),
+        f = step_fusion(trace, k, rows=rows.get(k, []))
+        per.append(dict(step=k, kernels=len(fused), op_calls=len(f["nodes"]),
+                        fused_ops=fused_op_count(known), kernels_unknown_ops=len(fused) - len(known),
                         aten_ops_per_kernel=(sum(len(o) for o in known) / len(known)) if known else None,
                         by_category=cats, headroom_bytes=_nan_none(f["headroom_bytes"]),
                         headroom_unambiguous_bytes=_nan_none(f["headroom_unambiguous_bytes"]),

@@ -38,24 +38,29 @@ def step_table(trace: Trace) -> pd.DataFrame:
     """One row per step: kernels, kernel time, floor sum, gap, GPU busy % and idle time between kernels,
     and the host side: wall time, launches, CPU time in launches, host time between them, syncs."""
     df = trace.kernels
-    inside = df[df["step"] >= 0]
     rows = []
     host = trace.metadata.get("runtime_per_step") or {}      # load/runtime.py: launches, host time per step
     indices = [s.index for s in trace.steps] or [0]
     names = {s.index: s.name for s in trace.steps}
-    for k in indices:
-        sk = inside[inside["step"] == k]
-        dur = sk["dur_us"].to_numpy(dtype=float)
-        floored = sk["floor_us"].notna().to_numpy()
-        floor = float(np.nansum(sk["floor_us"].to_numpy(dtype=float))) if floored.any() else None
-        costed_us = float(dur[sk["covered"].to_numpy(dtype=bool)].sum())
-        busy, window = _busy(sk["start_us"].to_numpy(dtype=float), dur)
-        rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=len(sk), kernel_us=float(dur.sum()),
+    step = df["step"].to_numpy()
+    order = np.argsort(step, kind="stable")                  # each step's rows together, in table order
+    bounds = np.searchsorted(step[order], indices, side="left"), np.searchsorted(step[order], indices, side="right")
+    dur_all, start_all = df["dur_us"].to_numpy(dtype=float), df["start_us"].to_numpy(dtype=float)
+    floor_all, covered_all = df["floor_us"].to_numpy(dtype=float), df["covered"].to_numpy(dtype=bool)
+    fused_all = df["fused_ops"].tolist()
+    for k, lo, hi in zip(indices, bounds[0].tolist(), bounds[1].tolist()):
+        at = order[lo:hi] if k >= 0 else order[:0]
+        dur = dur_all[at]
+        floored = ~np.isnan(floor_all[at])
+        floor = float(np.nansum(floor_all[at])) if floored.any() else None
+        costed_us = float(dur[covered_all[at]].sum())
+        busy, window = _busy(start_all[at], dur)
+        rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=len(at), kernel_us=float(dur.sum()),
                          floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor else None,
                          costed_pct=(100.0 * costed_us / dur.sum()) if dur.sum() > 0 else None,
                          busy_pct=(100.0 * busy / window) if window > 0 else None,
                          idle_us=(window - busy) if window > 0 else None, window_us=window,
-                         fused_ops=fused_op_count(sk["fused_ops"]),
+                         fused_ops=fused_op_count(fused_all[i] for i in at.tolist()),
                          **{f: (host.get(k) or {}).get(f) for f in HOST_FIELDS}))
     return pd.DataFrame(rows)
 
