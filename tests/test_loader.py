@@ -10,12 +10,13 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import re
 
 import msgspec
 import numpy as np
 import pytest
 
-from conftest import H200, PEERS, run_cli
+from conftest import H200, PEERS, ROOT, analyze, explain_json, run_cli
 from tracekit.errors import TracekitError
 from tracekit.load import chunks, graph_replay, reader
 from tracekit.load.kineto import load_trace
@@ -215,3 +216,24 @@ def test_top_level_ops_are_the_sweeps_answer(seed):
     assert _top_level(ts, end).tolist() == want
     nested = np.array([0.0, 1.0, 2.0, 10.0, 11.0]), np.array([9.0, 5.0, 3.0, 20.0, 12.0])
     assert _top_level(*nested).tolist() == [0, 3]
+
+
+CPU_2000 = ROOT / "bench/traces/cpu_small_model_2000steps.json.gz"     # bench/make_cpu_trace.py (torch 2.13 CPU)
+
+
+def test_a_2000_step_trace_shows_people_40_steps_and_json_every_step():
+    """The CPU-only benchmark trace (2,000 ProfilerStep#N ranges): the per-step tables of the table view
+    and of --fusion show the first and last 20 steps and say how many are left out; JSON has them all."""
+    from tracekit.report.table import render_tables
+    doc = json.loads(gzip.decompress(CPU_2000.read_bytes()))
+    marks = [e["name"] for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+    n = len(marks)
+    assert n == 2000
+    assert len(explain_json(CPU_2000)["steps"]) == n
+    text = render_tables(analyze(CPU_2000), width=120, fusion=True)
+    shown = [f"ProfilerStep#{i}" for i in [*range(20), *range(n - 20, n)]]
+    for table in ("per step", "fusion per step"):
+        part = text[text.index(table):]
+        part = part[:part.index(f"ProfilerStep#{n - 1} ") + len(f"ProfilerStep#{n - 1}")]
+        assert re.findall(r"ProfilerStep#\d+", part) == shown, table
+        assert f"{n - 40:,} steps" in part and f"40 of {n:,} steps" in text

@@ -120,3 +120,16 @@ def compact_name(name: str, width: int = 48) -> str:
 
 
 _QUALIFIER = re.compile(r"(?<![\w:])(?:[A-Za-z_]\w*::)+")
+
+
+STEP_ROWS = 40           # per-step tables for people show at most this many steps: the first and last halves
+
+
+def shown_steps(n: int) -> tuple[list[int], str]:
+    """Which of ``n`` per-step rows a table for people shows (all, or the first and last STEP_ROWS // 2
+    around one elided row, ``-1``), and the note its title gets ("" when all are shown)."""
+    if n <= STEP_ROWS:
+        return list(range(n)), ""
+    half = STEP_ROWS // 2
+    return (list(range(half)) + [-1] + list(range(n - half, n)),
+            f" ({STEP_ROWS} of {n:,} steps: the first and last {half}; --format json or csv lists every step)")

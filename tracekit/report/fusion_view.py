@@ -21,6 +21,7 @@ from tracekit.report.fmt import (
     fmt_count,
     fmt_us,
     short_name,
+    shown_steps,
     table_width,
 )
 
@@ -36,12 +37,21 @@ def _tensor(t) -> str:
     return f"{'x'.join(map(str, t.shape)) or 'scalar'} {t.dtype}"
 
 
-def print_fusion(console, trace, wide: bool = False) -> None:
-    """Step table of fusion numbers, then the kernel chain of the first steps."""
-    summary = fusion_summary(trace)
+def print_fusion(console, trace, wide: bool = False, summary: dict | None = None) -> None:
+    """Step table of fusion numbers, then the kernel chain of the first steps. ``summary``: the trace's
+    ``fusion_summary`` when the caller has it (the explain document's summary holds it)."""
+    if summary is None or "fusion_per_step" not in summary:
+        summary = fusion_summary(trace)
     names = {s.index: s.name for s in trace.steps}
     cells = {c: [] for c in STEP_COLUMNS}
-    for p in summary["fusion_per_step"]:
+    per_step = summary["fusion_per_step"]
+    shown, note = shown_steps(len(per_step))
+    for i in shown:
+        if i < 0:
+            for c in STEP_COLUMNS:
+                cells[c].append(f"{len(per_step) - len(shown) + 1:,} steps" if c == "step" else "…")
+            continue
+        p = per_step[i]
         ratio = p["aten_ops_per_kernel"]
         for c, v in (("step", clip(names.get(p["step"], p["step"]), 32)), ("kernels", str(p["kernels"])),
                      ("op calls", str(p["op_calls"])), ("fused ops", str(p["fused_ops"])),
@@ -56,16 +66,16 @@ def print_fusion(console, trace, wide: bool = False) -> None:
                                                        STEP_COLUMNS, set(STEP_COLUMNS[:3]), console.width)
     left = [c for c in STEP_COLUMNS if c not in cols]
     st = Table(title="fusion per step (headroom: bytes intermediates cost because kernels are split)"
-               + (f"; not shown here: {', '.join(left)} (--wide)" if left else ""), show_edge=False)
+               + (f"; not shown here: {', '.join(left)} (--wide)" if left else "") + note, show_edge=False)
     for col in cols:
         st.add_column(col, justify="right", no_wrap=True)
-    for i in range(len(summary["fusion_per_step"])):
+    for i in range(len(shown)):
         st.add_row(*(cells[c][i] for c in cols))
     console.print(st)
     rules = list(dict.fromkeys(summary["fusion_rule"]))
     for rule in rules:
         console.print(f"rule: {rule}", highlight=False)
-    for p in summary["fusion_per_step"][:CHAIN_STEPS]:
+    for p in per_step[:CHAIN_STEPS]:
         _print_chain(console, trace, p["step"], names.get(p["step"], str(p["step"])), wide)
 
 

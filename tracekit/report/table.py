@@ -28,6 +28,7 @@ from tracekit.report.fmt import (
     fmt_gap,
     fmt_us,
     short_name,
+    shown_steps,
     table_width,
 )
 from tracekit.report.fusion_view import print_fusion
@@ -163,7 +164,7 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide:
         console.print(_step_table(trace, console.width, wide))
         console.print(_kernel_table(trace, top, console.width, wide, by, sort, pattern))
         if fusion:
-            print_fusion(console, trace, wide)
+            print_fusion(console, trace, wide, doc["summary"])
 
 
 def render_tables(traces: list[Trace], width: int, top: int = 15, wide: bool = False, fusion: bool = False,
@@ -177,8 +178,15 @@ def render_tables(traces: list[Trace], width: int, top: int = 15, wide: bool = F
 
 def _step_table(trace: Trace, width: int, wide: bool) -> Table:
     steps = step_table(trace)
+    shown, note = shown_steps(len(steps))
     cells = {c: [] for c in STEP_COLUMNS}
-    for r in steps.itertuples():
+    rows = list(steps.itertuples())
+    for i in shown:
+        if i < 0:
+            for c in STEP_COLUMNS:
+                cells[c].append(f"{len(steps) - len(shown) + 1:,} steps" if c == "step" else "…")
+            continue
+        r = rows[i]
         cells["step"].append(clip(r.name, 32))
         cells["kernels"].append(str(r.kernels))
         cells["kernel time"].append(fmt_us(r.kernel_us))
@@ -188,10 +196,10 @@ def _step_table(trace: Trace, width: int, wide: bool) -> Table:
         cells["GPU busy"].append("-" if r.busy_pct is None or pd.isna(r.busy_pct) else f"{r.busy_pct:.0f}%")
         cells["idle"].append(fmt_us(r.idle_us))
     cols = list(STEP_COLUMNS) if wide else _fit(cells, STEP_COLUMNS, {"step", "kernels", "kernel time"}, width)
-    st = Table(title="per step", show_edge=False)
+    st = Table(title="per step" + note, show_edge=False)
     for c in cols:
         st.add_column("idle between kernels" if c == "idle" and wide else c, justify="right", no_wrap=True)
-    for i in range(len(steps)):
+    for i in range(len(shown)):
         st.add_row(*(cells[c][i] for c in cols))
     return st
 
