@@ -178,7 +178,7 @@ def analyze_path(path: str | Path, step_marker: str | None = None, device: str |
 def load_normalised(path: Path, step_marker: str | None = None, bundle_dir: Path | None = None) -> Trace:
     """The trace at ``path`` loaded and normalised, from the cache when it holds it (model.cache)."""
     trace_file = resolve_trace_path(path)
-    k = cache.key(trace_file, step_marker, capture_files(bundle_dir))
+    k = cache.key(trace_file, step_marker, capture_files(bundle_dir)) if cache.folder() is not None else None
     trace = cache.read(k, str(trace_file))
     if trace is None:
         trace = normalise(load_trace(trace_file, step_marker), bundle_dir)
