@@ -56,7 +56,7 @@ def read_whole(path: Path, raw: bytearray, marker) -> tuple[Piece, dict, Callabl
     try:
         span, meta = _split(raw, start)
         if span is not None and valid_utf8(raw):
-            piece = _decode_in_place(raw, *span, marker)
+            piece = decode_in_place(raw, *span, marker)
             if piece is not None:
                 return piece, meta, lambda: orjson.loads(memoryview(raw)[span[0]:span[1]])
     except (*FAST_ERRORS, orjson.JSONDecodeError):
@@ -67,22 +67,23 @@ def read_whole(path: Path, raw: bytearray, marker) -> tuple[Piece, dict, Callabl
     return piece, meta, lambda: dicts
 
 
-def _decode_in_place(raw: bytearray, begin: int, end: int, marker) -> Piece | None:
+def decode_in_place(raw: bytearray, begin: int, end: int, marker, base: int = 0) -> Piece | None:
     """The event array ``raw[begin:end]`` decoded about PART_BYTES at a time without copying it: the
     comma after a part's last event is overwritten with "]" while that part is decoded, then with
     "[" to open the next part, and put back at the end (an op's raw shape fields point into ``raw``).
-    None when a part does not decode or fails a check (the caller decodes the whole leniently)."""
+    None when a part does not decode or fails a check (the caller decodes the whole leniently).
+    ``base``: the index of the array's first event in the trace."""
     view, total, pos, patched = memoryview(raw), Piece(), begin, []
     try:
         while True:
             if end - pos <= PART_BYTES:
-                piece = _part(view[pos:end], total.n_events, marker)
+                piece = _part(view[pos:end], base + total.n_events, marker)
                 if piece is not None:
                     total.extend(piece)
                 return total if piece is not None else None
-            for sep in _separators(raw, pos + PART_BYTES):
+            for sep in separators(raw, pos + PART_BYTES):
                 raw[sep] = 0x5D                                       # "]"
-                piece = _part(view[pos:sep + 1], total.n_events, marker)
+                piece = _part(view[pos:sep + 1], base + total.n_events, marker)
                 if piece is not None:
                     break
                 raw[sep] = 0x2C
@@ -97,7 +98,7 @@ def _decode_in_place(raw: bytearray, begin: int, end: int, marker) -> Piece | No
             raw[sep] = 0x2C                                           # ","
 
 
-def _separators(raw: bytearray, limit: int) -> list[int]:
+def separators(raw: bytearray, limit: int) -> list[int]:
     """Positions of the commas between two events (``}`` ``,`` ``{``) before ``limit``, last first; a few
     candidates (one inside a string or a nested object does not decode and the next is tried)."""
     found = [m.start(1) for m in _BETWEEN.finditer(raw, max(0, limit - (1 << 20)), limit)]
