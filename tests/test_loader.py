@@ -18,7 +18,7 @@ import pytest
 
 from conftest import H200, PEERS, ROOT, analyze, explain_json, run_cli
 from tracekit.errors import TracekitError
-from tracekit.load import chunks, graph_replay, reader
+from tracekit.load import chunks, graph_replay, parts, reader
 from tracekit.load.kineto import load_trace
 from tracekit.load.link import _top_level, innermost_ops
 from tracekit.load.pieces import OP, Piece
@@ -52,7 +52,7 @@ def _same(a, b) -> None:
 def _lenient(monkeypatch):
     def refuse(text):
         raise msgspec.ValidationError("refused by the test: decode leniently")
-    monkeypatch.setattr(reader, "decode_fast", refuse)         # chunked reading decodes through reader too
+    monkeypatch.setattr(parts, "decode_fast", refuse)          # whole and chunked reading decode through parts
 
 
 def _small_chunks(monkeypatch, whole=64 << 10, chunk=16 << 10):

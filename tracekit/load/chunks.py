@@ -25,7 +25,7 @@ from tracekit.errors import TracekitError
 from tracekit.limits import iter_input, max_trace_bytes, size_text
 from tracekit.load.events import CPU_OP_CATEGORIES, DEVICE_CATEGORIES, FAST_ERRORS, LAUNCH_CATEGORIES, decode_lenient
 from tracekit.load.pieces import Piece, compact, distil, packed_piece
-from tracekit.load.reader import decode_in_place, separators
+from tracekit.load.parts import decode_in_place, separators
 
 CHUNK = 32 << 20                        # bytes of event text held at a time
 MAX_EVENT = 1 << 30                     # one event's text may take this much (a longer one is refused)

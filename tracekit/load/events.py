@@ -153,21 +153,3 @@ def shape_value(raw):
 
 
 UNDECODABLE = object()
-
-
-def as_dict(e: Event) -> dict:
-    """A record as the event dict graph-replay mapping reads (the fields the record kept)."""
-    out = {k: v for k in ("name", "cat", "ph", "ts", "dur", "tid", "pid") if (v := getattr(e, k)) is not UNSET}
-    if e.args is not None:
-        args = {}
-        for f, k in _ARG_KEYS:
-            v = getattr(e.args, f)
-            if isinstance(v, Raw) or (isinstance(v, bytes) and f in _SHAPES):
-                v = shape_value(v)
-            if v is not UNSET and v is not UNDECODABLE:
-                args[k] = v
-        out["args"] = args
-    return out
-
-
-_SHAPES = {"input_dims", "input_type", "input_strides", "concrete"}

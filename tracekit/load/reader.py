@@ -2,7 +2,7 @@
 
 A file is read through ``tracekit.limits.iter_input`` (a regular file, gunzipped as a stream, within
 the size and gzip-ratio bounds). Up to ``WHOLE_BYTES`` of JSON is held as one document and its events
-decoded ``PART_BYTES`` at a time in place (records for one part at a time); a larger one is read in
+decoded a few MiB at a time in place (``load.parts``) (records for one part at a time); a larger one is read in
 chunks of about ``WHOLE_BYTES``, cut between events (``load.chunks``), and each chunk is distilled
 before the next is read, so memory holds one chunk's text and records plus the columns kept so far,
 never the whole document.
@@ -25,12 +25,11 @@ import orjson
 
 from tracekit.errors import TracekitError
 from tracekit.limits import iter_input, max_trace_bytes
-from tracekit.load.events import FAST_ERRORS, as_dict, decode_fast, decode_lenient, parse_lenient
+from tracekit.load.events import FAST_ERRORS, decode_lenient, parse_lenient
+from tracekit.load.parts import decode_in_place
 from tracekit.load.pieces import Piece, distil
 
 WHOLE_BYTES = 64 << 20              # JSON text held as one document; larger files go in chunks
-PART_BYTES = 4 << 20                # of a document held whole, event text decoded at a time
-_BETWEEN = re.compile(rb"\}[ \t\r\n]*(,)[ \t\r\n]*\{")
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _SPACE = re.compile(rb"[ \t\r\n]*")
 
@@ -65,51 +64,6 @@ def read_whole(path: Path, raw: bytearray, marker) -> tuple[Piece, dict, Callabl
     dicts, meta = trace_events(doc, path)
     piece = distil(decode_lenient(dicts, 0, path, marker), 0, marker, fast=False)
     return piece, meta, lambda: dicts
-
-
-def decode_in_place(raw: bytearray, begin: int, end: int, marker, base: int = 0) -> Piece | None:
-    """The event array ``raw[begin:end]`` decoded about PART_BYTES at a time without copying it: the
-    comma after a part's last event is overwritten with "]" while that part is decoded, then with
-    "[" to open the next part, and put back at the end (an op's raw shape fields point into ``raw``).
-    None when a part does not decode or fails a check (the caller decodes the whole leniently).
-    ``base``: the index of the array's first event in the trace."""
-    view, total, pos, patched = memoryview(raw), Piece(), begin, []
-    try:
-        while True:
-            if end - pos <= PART_BYTES:
-                piece = _part(view[pos:end], base + total.n_events, marker)
-                if piece is not None:
-                    total.extend(piece)
-                return total if piece is not None else None
-            for sep in separators(raw, pos + PART_BYTES):
-                raw[sep] = 0x5D                                       # "]"
-                piece = _part(view[pos:sep + 1], base + total.n_events, marker)
-                if piece is not None:
-                    break
-                raw[sep] = 0x2C
-            else:
-                return None
-            total.extend(piece)
-            raw[sep] = 0x5B                                           # "[" opens the next part
-            patched.append(sep)
-            pos = sep
-    finally:
-        for sep in patched:
-            raw[sep] = 0x2C                                           # ","
-
-
-def separators(raw: bytearray, limit: int) -> list[int]:
-    """Positions of the commas between two events (``}`` ``,`` ``{``) before ``limit``, last first; a few
-    candidates (one inside a string or a nested object does not decode and the next is tried)."""
-    found = [m.start(1) for m in _BETWEEN.finditer(raw, max(0, limit - (1 << 20)), limit)]
-    return found[::-1][:8]
-
-
-def _part(text, base: int, marker) -> Piece | None:
-    try:
-        return distil(decode_fast(text), base, marker, fast=True)
-    except FAST_ERRORS:
-        return None
 
 
 def _split(raw, start: int) -> tuple[tuple[int, int] | None, dict]:
