@@ -244,6 +244,8 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
     reasons: dict[str, int] = {}
     new_ids: dict[tuple, int] = {}
     notes = Notes()
+    # a missing kernel_file is NaN in a column holding text (as a pandas string column has it), else None
+    no_file = np.nan if "kernel_file" in df.columns and any(isinstance(v, str) for v in df["kernel_file"]) else None
     for corr, rows in df.loc[graph_rows].groupby("correlation", sort=False):
         gid = replay_gid.get(corr)
         pool = [c for c in captures if c.gid == gid] if gid is not None else captures
@@ -263,7 +265,8 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
             df.at[idx, "op"] = op.get("name")
             for col, key in OP_FIELDS:
                 if col in df.columns:
-                    df.at[idx, col] = args.get(key)
+                    value = args.get(key)
+                    df.at[idx, col] = no_file if value is None and col == "kernel_file" else value
             df.at[idx, "op_source"] = "graph_capture"
             if in_main_trace and "op_rf_id" in df.columns:     # the execution trace knows that op call
                 rf = args.get("Record function id")
