@@ -9,13 +9,15 @@ shape fields are decoded and checked once per op that a row uses.
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 import pandas as pd
 from msgspec import UNSET, Raw
 
 from tracekit.load.events import shape_value
 from tracekit.load.fields import Notes, op_fields
-from tracekit.load.pieces import OP, Piece, as_int
+from tracekit.load.pieces import NO_ID, OP, Piece, as_int, unpack_ids
 from tracekit.model.schema import KERNEL_COLUMNS, fill_missing
 
 GRAPH_LAUNCHES = {"cudaGraphLaunch", "cudaGraphLaunch_v10000", "hipGraphLaunch", "cuGraphLaunch"}
@@ -26,9 +28,9 @@ _SHAPE_KEYS = (("input_dims", "Input Dims"), ("input_type", "Input type"), ("inp
 def device_table(p: Piece, notes: Notes) -> pd.DataFrame:
     """One row per device activity, with its launch, its op and the op's fields."""
     n = len(p.d_idx)
-    launch_at = dict(zip(p.l_corr, range(len(p.l_corr))))          # the last launch of a correlation
+    launch_at = dict(zip(unpack_ids(p.l_corr), range(len(p.l_corr))))     # the last launch of a correlation
     op_at = dict(zip(reversed(p.c_ext), range(len(p.c_ext) - 1, -1, -1)))    # the first op of an id
-    op_at.pop(None, None)
+    op_at.pop(NO_ID if isinstance(p.c_ext, array) else None, None)
     li = [launch_at.get(c, -1) if c is not None else -1 for c in p.d_corr]
     launch = [p.l_name[k] if k >= 0 else "" for k in li]
     graph = [name in GRAPH_LAUNCHES for name in launch]

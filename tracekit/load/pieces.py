@@ -66,11 +66,19 @@ class Piece:
     def extend(self, other: "Piece") -> None:
         self.n_events += other.n_events
         for name in self.__dataclass_fields__:
-            if name != "n_events":
-                getattr(self, name).extend(getattr(other, name))
+            if name == "n_events":
+                continue
+            mine, more = getattr(self, name), getattr(other, name)
+            if name in _IDS and isinstance(mine, array) != isinstance(more, array):     # ids that are not all ints
+                mine = unpack_ids(mine)
+                setattr(self, name, mine)
+                more = unpack_ids(more)
+            mine.extend(more)
 
 
 _NAME = (str, type(None), UnsetType)
+NO_ID = -(1 << 63)                      # an absent id in a packed id column
+_IDS = ("c_ext", "l_corr")
 _FLOATS = ("d_ts", "d_dur", "d_bytes", "l_ts", "c_ts", "c_dur")
 _INTS = ("d_idx", "d_device", "d_stream", "l_idx", "c_idx", "c_rf")
 
@@ -84,7 +92,24 @@ def packed_piece() -> Piece:
     for name in _INTS:
         setattr(p, name, array("q"))
     p.c_role = array("b")
+    for name in _IDS:
+        setattr(p, name, array("q"))
     return p
+
+
+def pack_ids(values: list):
+    """Ids (ints, or None for absent) as an int64 array, NO_ID for None; the list itself when one is
+    not an int or is NO_ID (a string id: the lenient reader keeps what the trace wrote)."""
+    if all((type(v) is int and v != NO_ID) or v is None for v in values):
+        try:
+            return array("q", [NO_ID if v is None else v for v in values])
+        except OverflowError:
+            pass
+    return values
+
+
+def unpack_ids(values) -> list:
+    return [None if v == NO_ID else v for v in values] if isinstance(values, array) else values
 
 
 def compact(piece: Piece, shared: dict) -> Piece:
@@ -109,6 +134,8 @@ def compact(piece: Piece, shared: dict) -> Piece:
     threads: dict = {}
     for name in ("l_tid", "c_tid", "c_pid"):
         setattr(piece, name, [threads.setdefault(t, t) for t in getattr(piece, name)])
+    for name in _IDS:
+        setattr(piece, name, pack_ids(getattr(piece, name)))
     return piece
 
 
