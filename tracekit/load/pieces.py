@@ -63,6 +63,12 @@ class Piece:
     steps: list = field(default_factory=list)      # (event index, name, ts, dur)
     notes: list = field(default_factory=list)      # (first event index, order, text, count)
 
+    def release_ops(self) -> None:
+        """Drop the launch, runtime and CPU-op columns (once the table has taken what it needs)."""
+        for name in self.__dataclass_fields__:
+            if name.startswith(("l_", "c_")) or name == "runtime":
+                del getattr(self, name)[:]
+
     def extend(self, other: "Piece") -> None:
         self.n_events += other.n_events
         for name in self.__dataclass_fields__:
@@ -78,7 +84,7 @@ class Piece:
 
 _NAME = (str, type(None), UnsetType)
 NO_ID = -(1 << 63)                      # an absent id in a packed id column
-_IDS = ("c_ext", "l_corr")
+_IDS = ("c_ext", "l_corr", "l_ext", "d_corr")
 _FLOATS = ("d_ts", "d_dur", "d_bytes", "l_ts", "c_ts", "c_dur")
 _INTS = ("d_idx", "d_device", "d_stream", "l_idx", "c_idx", "c_rf")
 
@@ -136,6 +142,9 @@ def compact(piece: Piece, shared: dict) -> Piece:
         setattr(piece, name, [threads.setdefault(t, t) for t in getattr(piece, name)])
     for name in _IDS:
         setattr(piece, name, pack_ids(getattr(piece, name)))
+    for name in ("d_grid", "d_block"):                    # launch dimensions repeat: one list per distinct one
+        setattr(piece, name, [shared.setdefault(("dim", tuple(g)), g) if type(g) is list else g
+                              for g in getattr(piece, name)])
     return piece
 
 
