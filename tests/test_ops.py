@@ -82,14 +82,16 @@ def test_cast_writes_the_dtype_it_converts_to():
 
 
 def test_host_copy_keeps_its_trace_byte_count():
-    """HTA peer: an HtoD copy of 3,895,296 bytes keeps them in event_bytes; no floor without link bandwidth."""
+    """HTA peer (A100, PCIe Gen4 32 GB/s per direction): an HtoD copy of 3,895,296 bytes keeps them in
+    event_bytes, moves them once over PCIe (bytes = event_bytes, floor 3,895,296 / 32 GB/s)."""
     df = kernels(str(PEERS / "hta/trace_diff_control_control.json.gz"))
     htod = df[df["name"].str.startswith("Memcpy HtoD")]
     assert htod["event_bytes"].iloc[0] == 3_895_296
-    assert htod["bytes"].isna().all() and htod["floor_us"].isna().all()
+    assert (htod["bytes"] == htod["event_bytes"]).all() and set(htod["compute_unit"]) == {"pcie"}
+    assert htod["floor_us"].iloc[0] == pytest.approx(3_895_296 / 32e3)
     doc = orjson.loads(to_json(analyze_path(PEERS / "hta/trace_diff_control_control.json.gz")))
     first = next(k for k in doc["kernels"] if k["name"].startswith("Memcpy HtoD"))
-    assert first["event_bytes"] == 3_895_296 and first["bytes"] is None
+    assert first["event_bytes"] == 3_895_296 and first["bytes"] == 3_895_296 and first["bound"] == "link"
 
 
 def test_compute_unit_is_a_column_not_text():
