@@ -138,9 +138,12 @@ def main() -> None:
     ap.add_argument("--no-hta", action="store_true")
     ap.add_argument("--tracelens", help="a TraceLens checkout (AMD-AGI/TraceLens)")
     ap.add_argument("--growth", default="1,2,4,8", help="repeats of the first trace for the growth table ('' skips)")
+    ap.add_argument("--only", help="comma-separated rows to measure (orjson.loads is always one)")
     args = ap.parse_args()
     names = [n for n in SNIPPETS if not (n.startswith("HTA") and args.no_hta)
              and not (n.startswith("TraceLens") and not args.tracelens)]
+    if args.only:
+        names = [n for n in names if n in {"orjson.loads", *args.only.split(",")}]
     if args.tracelens:
         os.environ["TRACELENS_DIR"] = str(Path(args.tracelens).resolve())
     print(f"{time.strftime('%Y-%m-%d')}; {platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}; "
