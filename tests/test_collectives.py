@@ -84,3 +84,22 @@ def test_the_floor_of_a_real_a100_all_reduce():
         assert row["bytes"] == 8_196_000.0 and row["floor_us"] == pytest.approx(27.32)
         assert row["gap"] == pytest.approx(e["dur"] / 27.32)
         assert row["cost_note"] == "all_reduce bus bytes (NCCL-tests): 1 x 8196000 B, 2 ranks"
+
+
+def test_a_trace_too_large_to_reparse_still_names_its_collectives(monkeypatch):
+    """Kernel args are read from a second parse of the file; a trace over the whole-parse limit (read in
+    chunks) cannot have one: its collectives fall back to the kernel name and op shapes, no error."""
+    from tracekit.load import collectives, kineto
+
+    path = PEERS / "hta/nccl_parser_config_nccl_data.json.gz"
+    (trace,) = analyze(path)
+    df = trace.kernels
+    comm = df[df["category"] == "communication"]
+
+    def too_large(*args, **kwargs):
+        raise TracekitError(f"{path}: too large to read whole")
+    monkeypatch.setattr(kineto, "read_json", too_large)
+    rows = collectives.collective_rows(df, path, 2, None)
+    named = [r for r, cat in zip(rows, df["category"]) if cat == "communication"]
+    assert len(named) == len(comm) and all(r is None or r["source"].startswith("launching op") for r in named)
+    assert any(r is not None and r["name"] == "all_reduce" for r in named)   # ncclKernel_AllReduce_* by name
