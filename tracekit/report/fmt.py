@@ -125,6 +125,20 @@ _QUALIFIER = re.compile(r"(?<![\w:])(?:[A-Za-z_]\w*::)+")
 STEP_ROWS = 40           # per-step tables for people show at most this many steps: the first and last halves
 
 
+def step_cells(rows: list, columns, fill) -> tuple[dict, int, str]:
+    """The cells of a per-step table for people: ``fill(row)`` gives {column: text} for each row shown
+    (``shown_steps``), an elided stretch one row ("N steps", "…"); returns the cells, the number of
+    table rows and the title's note."""
+    shown, note = shown_steps(len(rows))
+    cells: dict = {c: [] for c in columns}
+    for i in shown:
+        values = fill(rows[i]) if i >= 0 else \
+            {c: f"{len(rows) - len(shown) + 1:,} steps" if c == "step" else "…" for c in columns}
+        for c in columns:
+            cells[c].append(values[c])
+    return cells, len(shown), note
+
+
 def shown_steps(n: int) -> tuple[list[int], str]:
     """Which of ``n`` per-step rows a table for people shows (all, or the first and last STEP_ROWS // 2
     around one elided row, ``-1``), and the note its title gets ("" when all are shown)."""

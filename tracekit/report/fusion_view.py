@@ -21,7 +21,7 @@ from tracekit.report.fmt import (
     fmt_count,
     fmt_us,
     short_name,
-    shown_steps,
+    step_cells,
     table_width,
 )
 
@@ -43,25 +43,15 @@ def print_fusion(console, trace, wide: bool = False, summary: dict | None = None
     if summary is None or "fusion_per_step" not in summary:
         summary = fusion_summary(trace)
     names = {s.index: s.name for s in trace.steps}
-    cells = {c: [] for c in STEP_COLUMNS}
-    per_step = summary["fusion_per_step"]
-    shown, note = shown_steps(len(per_step))
-    for i in shown:
-        if i < 0:
-            for c in STEP_COLUMNS:
-                cells[c].append(f"{len(per_step) - len(shown) + 1:,} steps" if c == "step" else "…")
-            continue
-        p = per_step[i]
+    def fill(p: dict) -> dict:
         ratio = p["aten_ops_per_kernel"]
-        for c, v in (("step", clip(names.get(p["step"], p["step"]), 32)), ("kernels", str(p["kernels"])),
-                     ("op calls", str(p["op_calls"])), ("fused ops", str(p["fused_ops"])),
-                     ("ops/kernel", "-" if ratio is None else f"{ratio:.2f}"),
-                     ("intermediates", str(p["intermediates"])), ("headroom", fmt_bytes(p["headroom_bytes"])),
-                     ("one-kernel bytes", fmt_bytes(p["fused_bytes"])),
-                     ("per-kernel bytes", fmt_bytes(p["split_bytes"])),
-                     ("one-kernel floor", fmt_us(p["fused_floor_us"])),
-                     ("per-kernel floors", fmt_us(p["split_floor_us"]))):
-            cells[c].append(v)
+        return {"step": clip(names.get(p["step"], p["step"]), 32), "kernels": str(p["kernels"]),
+                "op calls": str(p["op_calls"]), "fused ops": str(p["fused_ops"]),
+                "ops/kernel": "-" if ratio is None else f"{ratio:.2f}",
+                "intermediates": str(p["intermediates"]), "headroom": fmt_bytes(p["headroom_bytes"]),
+                "one-kernel bytes": fmt_bytes(p["fused_bytes"]), "per-kernel bytes": fmt_bytes(p["split_bytes"]),
+                "one-kernel floor": fmt_us(p["fused_floor_us"]), "per-kernel floors": fmt_us(p["split_floor_us"])}
+    cells, n_rows, note = step_cells(summary["fusion_per_step"], STEP_COLUMNS, fill)
     cols = list(STEP_COLUMNS) if wide else fit_columns({c: cell_width(c, v) for c, v in cells.items()},
                                                        STEP_COLUMNS, set(STEP_COLUMNS[:3]), console.width)
     left = [c for c in STEP_COLUMNS if c not in cols]
@@ -69,13 +59,13 @@ def print_fusion(console, trace, wide: bool = False, summary: dict | None = None
                + (f"; not shown here: {', '.join(left)} (--wide)" if left else "") + note, show_edge=False)
     for col in cols:
         st.add_column(col, justify="right", no_wrap=True)
-    for i in range(len(shown)):
+    for i in range(n_rows):
         st.add_row(*(cells[c][i] for c in cols))
     console.print(st)
     rules = list(dict.fromkeys(summary["fusion_rule"]))
     for rule in rules:
         console.print(f"rule: {rule}", highlight=False)
-    for p in per_step[:CHAIN_STEPS]:
+    for p in summary["fusion_per_step"][:CHAIN_STEPS]:
         _print_chain(console, trace, p["step"], names.get(p["step"], str(p["step"])), wide)
 
 

@@ -28,7 +28,7 @@ from tracekit.report.fmt import (
     fmt_gap,
     fmt_us,
     short_name,
-    shown_steps,
+    step_cells,
     table_width,
 )
 from tracekit.report.fusion_view import print_fusion
@@ -177,29 +177,19 @@ def render_tables(traces: list[Trace], width: int, top: int = 15, wide: bool = F
 
 
 def _step_table(trace: Trace, width: int, wide: bool) -> Table:
-    steps = step_table(trace)
-    shown, note = shown_steps(len(steps))
-    cells = {c: [] for c in STEP_COLUMNS}
-    rows = list(steps.itertuples())
-    for i in shown:
-        if i < 0:
-            for c in STEP_COLUMNS:
-                cells[c].append(f"{len(steps) - len(shown) + 1:,} steps" if c == "step" else "…")
-            continue
-        r = rows[i]
-        cells["step"].append(clip(r.name, 32))
-        cells["kernels"].append(str(r.kernels))
-        cells["kernel time"].append(fmt_us(r.kernel_us))
-        cells["costed"].append("-" if r.costed_pct is None or pd.isna(r.costed_pct) else f"{r.costed_pct:.0f}%")
-        cells["floor"].append(fmt_us(r.floor_us))
-        cells["gap"].append(fmt_gap(r.gap))
-        cells["GPU busy"].append("-" if r.busy_pct is None or pd.isna(r.busy_pct) else f"{r.busy_pct:.0f}%")
-        cells["idle"].append(fmt_us(r.idle_us))
+    def pct(x) -> str:
+        return "-" if x is None or pd.isna(x) else f"{x:.0f}%"
+
+    def fill(r) -> dict:
+        return {"step": clip(r.name, 32), "kernels": str(r.kernels), "kernel time": fmt_us(r.kernel_us),
+                "costed": pct(r.costed_pct), "floor": fmt_us(r.floor_us), "gap": fmt_gap(r.gap),
+                "GPU busy": pct(r.busy_pct), "idle": fmt_us(r.idle_us)}
+    cells, n_rows, note = step_cells(list(step_table(trace).itertuples()), STEP_COLUMNS, fill)
     cols = list(STEP_COLUMNS) if wide else _fit(cells, STEP_COLUMNS, {"step", "kernels", "kernel time"}, width)
     st = Table(title="per step" + note, show_edge=False)
     for c in cols:
         st.add_column("idle between kernels" if c == "idle" and wide else c, justify="right", no_wrap=True)
-    for i in range(len(shown)):
+    for i in range(n_rows):
         st.add_row(*(cells[c][i] for c in cols))
     return st
 
