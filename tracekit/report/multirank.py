@@ -86,7 +86,9 @@ def print_table(doc: dict, console=None) -> None:
     for row in cells:
         table.add_row(*[row[RANK_HEAD.index(c)] for c in keep])
     console.print(table)
-    console.print("wait: time in collectives spent waiting for the last rank; gap: kernel time / floor", markup=False)
+    console.print("step: median step; kernels, comm, overlap, wait: totals over the whole trace (comm: "
+                  "collective time, overlap: of it under compute kernels, wait: of it waiting for the last rank); "
+                  "gap: kernel time / floor", markup=False)
     if hidden:
         console.print(f"({hidden} faster ranks not shown: --format json or csv lists every rank)", markup=False)
     if doc["steps"]:
