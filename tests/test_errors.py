@@ -171,3 +171,10 @@ def test_missing_pydot_is_one_line_naming_the_extra(tmp_path, monkeypatch):
                                  for ln in text.splitlines()))
     monkeypatch.setitem(sys.modules, "pydot", None)  # `import pydot` now fails as if not installed
     _assert_clean_error(run_cli("explain", one_line), "optional package 'pydot'", "tracekit[dot]")
+
+
+def test_a_folder_above_a_bundle_names_the_bundle():
+    """captures/cpu/ddp2 holds its script and README beside the bundle: the error points at the bundle."""
+    proc = run_cli("explain", ROOT / "captures" / "cpu" / "ddp2")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith(f"the capture bundle inside is {ROOT / 'captures' / 'cpu' / 'ddp2' / 'bundle'}")

@@ -47,7 +47,9 @@ def resolve_trace_path(path: str | Path) -> Path:
         if len(found) == 1:
             return found[0]
         if not found:
-            raise TracekitError(f"{p}: folder holds no trace (expected trace.json.gz or one *.json[.gz])")
+            inner = [d for d in sorted(p.iterdir()) if d.is_dir() and (d / bundle.META).is_file()]
+            hint = f"; the capture bundle inside is {inner[0]}" if len(inner) == 1 else ""
+            raise TracekitError(f"{p}: folder holds no trace (expected trace.json.gz or one *.json[.gz]){hint}")
         raise TracekitError(f"{p}: folder holds several traces ({', '.join(f.name for f in found[:4])}); name one")
     return p
 
