@@ -17,6 +17,7 @@ and tests/test_mlx.py (the lazy MLX graph: Matmul, Add, Maximum).
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -256,3 +257,17 @@ def test_compare_refuses_in_one_line(args, says):
     out = run_cli("compare", EAGER_BUNDLE, *args)
     assert out.returncode == 2 and out.stdout == ""
     assert says in out.stderr and out.stderr.strip().count("\n") == out.stderr.count("warning")
+
+
+def test_html_report_carries_the_floors_on_each_device(tmp_path):
+    """explain --devices --html: the page gains the devices section, with the seed's hand-derived
+    one-kernel floors at B = 128 (H200 0.547 µs, RTX 5090 1.46 µs, M5 Pro 8.55 µs)."""
+    page = tmp_path / "seed.html"
+    out = run_cli("explain", H200 / "seed_eager_b128.json.gz", "--devices", "h200,rtx5090,apple-m5-pro",
+                  "--html", page)
+    assert out.returncode == 0, out.stderr
+    html = page.read_text()
+    section = html[html.index("The same work on other devices"):]
+    rows = [re.findall(r"<td[^>]*>([^<]*)</td>", r) for r in section.split("<tr>")]
+    one_kernel = {r[0]: r[6] for r in rows if len(r) == 10}        # device, roof, ..., one-kernel floor, ...
+    assert one_kernel == {"h200*": "547 ns", "rtx5090": "1.46 µs", "apple-m5-pro": "8.55 µs"}

@@ -193,6 +193,24 @@ def to_markdown(sections: list[dict], labels: list[str]) -> str:
     return "\n".join(out)
 
 
+def to_html(section: dict, table) -> str:
+    """One trace's floors on each device as HTML for the --html page (``table``: html's table writer)."""
+    from html import escape
+
+    first = section["steps"][0] if section["steps"] else None
+    out = [f'<p class="note">{escape(LEGEND)}</p>',
+           table(["device", "name", "roofs (step's main dtype)"],
+                 [[s["id"] + ("*" if s["trace_device"] else ""), s["name"], _roofs_text(s, first)]
+                  for s in section["specs"]], left=(0, 1, 2))]
+    for group in section["step_groups"]:
+        step = _first_steps(section, group)
+        out.append(f"<h3>{escape(' — '.join(x.strip() for x in _step_head(step, group)))}</h3>")
+        out.append(table(["device", "roof", "compute", "memory", "bound", "ridge (FLOP/B)", "one-kernel floor",
+                          "measured ÷", "floor sum", "measured ÷"], [_step_cells(d) for d in step["devices"]],
+                         left=(0, 1, 4)))
+    return "".join(out)
+
+
 CSV_FIELDS = ["graph", "level", "steps", "name", "op", "dtype", "compute_unit", "count_per_step", "device",
               "trace_device", "compute_roof", "memory_roof", "peak_tflops", "ridge_flop_per_byte", "compute_us",
               "memory_us", "bound", "one_kernel_floor_us", "floor_us", "measured_us", "measured_over_one_kernel",

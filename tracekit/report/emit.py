@@ -35,7 +35,7 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
               f"{info['bytes']:,} bytes)", file=sys.stderr)
     if html:
         from tracekit.report.html import write_html
-        size = write_html(traces, docs, html)
+        size = write_html(traces, docs, html, devices)
         print(f"tracekit: wrote {html} ({size:,} bytes)", file=sys.stderr)
     if devices is not None:
         from tracekit.report.devices_view import write_devices

@@ -79,9 +79,15 @@ def _kernel_cell(name: str, width: int = 72):
     return (full, full) if len(full) <= width else (compact_name(name, width), full)
 
 
-def write_html(traces: list[Trace], docs: list[dict], path: str | Path) -> int:
-    """Write the report of every trace (several MLX graphs: one section each) to ``path``; its size in bytes."""
-    parts = [html_section(t, d, gi if len(traces) > 1 else None) for gi, (t, d) in enumerate(zip(traces, docs))]
+def write_html(traces: list[Trace], docs: list[dict], path: str | Path, devices: list | None = None) -> int:
+    """Write the report of every trace (several MLX graphs: one section each) to ``path``; its size in bytes.
+    ``devices`` (explain --devices): each trace's floors on those devices, as a section of its own."""
+    sections = [None] * len(traces)
+    if devices is not None:
+        from tracekit.report.devices import devices_section
+        sections = [devices_section(t, devices) for t in traces]
+    parts = [html_section(t, d, gi if len(traces) > 1 else None, sec)
+             for gi, (t, d, sec) in enumerate(zip(traces, docs, sections))]
     name = Path(str(traces[0].path)).name if traces else "trace"
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>tracekit: {_e(clip(name, 80))}'
             f'</title><meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}{category_css()}</style></head>'
@@ -92,7 +98,7 @@ def write_html(traces: list[Trace], docs: list[dict], path: str | Path) -> int:
     return len(data)
 
 
-def html_section(trace: Trace, doc: dict, graph: int | None = None) -> str:
+def html_section(trace: Trace, doc: dict, graph: int | None = None, devices: dict | None = None) -> str:
     dev = doc.get("device") or {}
     groups = kernel_groups(trace)
     n = max(1, len(trace.steps))
@@ -131,6 +137,9 @@ def html_section(trace: Trace, doc: dict, graph: int | None = None) -> str:
     out.append("<h2>Largest gaps: time above the floor</h2>" + _gaps(groups))
     out.append("<h2>Top kernels by time</h2>" + _kernels(groups))
     out.append("<h2>Fusion chain</h2>" + _chain(trace, doc))
+    if devices is not None:
+        from tracekit.report.devices_view import to_html
+        out.append("<h2>The same work on other devices</h2>" + to_html(devices, _table))
     if doc.get("warnings"):
         out.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{_e(clip(w, 500))}</li>" for w in doc["warnings"]) + "</ul>")
     return "".join(out) + "</section>"
