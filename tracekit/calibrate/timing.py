@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracekit.measure.stats import summarize
+from tracekit.measure.step import batch_times
 
 
 class WallClock:
@@ -81,14 +82,7 @@ def sample(fn: Callable[[], object], clock, plan: Plan, most: int = 1_000_000) -
     fn()                                    # warm-up: library handles, JIT kernels, allocator, caches
     probe = once(fn, clock)
     calls = max(1, min(most, int(plan.repeat_s / max(probe, 1e-9))))
-    seconds = []
-    for _ in range(plan.repeats):
-        clock.sync()
-        mark = clock.start()
-        for _ in range(calls):
-            fn()
-        seconds.append(clock.stop(mark) / calls)
-    return Sample(tuple(seconds), calls, clock.kind)
+    return Sample(tuple(batch_times(fn, clock, plan.repeats, calls)), calls, clock.kind)
 
 
 def grow(make: Callable[[int], Callable[[], object]], clock, plan: Plan) -> tuple[int, Callable[[], object]]:

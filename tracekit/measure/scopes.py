@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from tracekit.measure.stats import summarize
-from tracekit.measure.step import Clock, Step, describe
+from tracekit.measure.step import Clock, Step, batch_times, describe
 
 
 def scope(name: str, label: str, timer: str, seconds: list[float] | None, **extra) -> dict:
@@ -42,13 +42,7 @@ def calls_for(seconds_per_call: float, target_s: float, most: int = 100_000) -> 
 
 def continuous(step: Step, clock: Clock, repeats: int, calls: int) -> dict:
     """② ``calls`` calls back to back, one sync at the end; per call."""
-    times = []
-    for _ in range(repeats):
-        clock.sync()
-        mark = clock.start()
-        for _ in range(calls):
-            step.call()
-        times.append(clock.stop(mark) / calls)
+    times = batch_times(step.call, clock, repeats, calls)
     resets = step.reset_info()["reset_before_each_call"]
     return scope("continuous", "② continuous (back to back)", clock.kind + f" around {calls} calls, one sync; "
                  "per call", times, calls_per_repeat=calls,
@@ -130,13 +124,7 @@ def graph_replay(step: Step, clock: Clock, repeats: int, calls: int) -> dict:
                  (str(exc).strip().splitlines() or [""])[0][:300]
         return unavailable("graph_replay", label, reason + ("" if healthy else " (the CUDA context is broken)"),
                            context_ok=healthy)
-    times = []
-    for _ in range(repeats):
-        clock.sync()
-        mark = clock.start()
-        for _ in range(calls):
-            graph.replay()
-        times.append(clock.stop(mark) / calls)
+    times = batch_times(graph.replay, clock, repeats, calls)
     del graph
     resets = step.reset_info()["reset_before_each_call"]
     return scope("graph_replay", label, clock.kind + f" around {calls} replays, one sync; per replay", times,

@@ -153,6 +153,20 @@ class Clock:
         return mark.elapsed_time(end) / 1e3
 
 
+def batch_times(fn, clock, repeats: int, calls: int) -> list[float]:
+    """Seconds per call of ``fn``: ``repeats`` batches of ``calls`` back-to-back calls, each batch timed
+    as a whole (the device synchronized before it, waited for at its end). ``clock``: a ``Clock`` or
+    anything with its sync/start/stop."""
+    times = []
+    for _ in range(repeats):
+        clock.sync()
+        mark = clock.start()
+        for _ in range(calls):
+            fn()
+        times.append(clock.stop(mark) / calls)
+    return times
+
+
 def cache_bytes(torch, device, spec_l2: int | None) -> tuple[int, str]:
     """The cache to flush for the cold scope, and where its size came from."""
     if device.type == "cuda":
