@@ -25,14 +25,15 @@ def _key(row) -> tuple:
     return (row.name, repr(row.grid), repr(row.block), row.stream)
 
 
-def _signature(df: pd.DataFrame, idx) -> tuple:
-    return tuple(repr(df.at[idx, c]) for c in TWIN_COLUMNS[:4])
+def _signatures(df: pd.DataFrame, launched: pd.Series) -> dict:
+    """{index: (op, dims, types, strides) as text} of every kernel that has an op: what a twin takes."""
+    sub = df.loc[launched, list(TWIN_COLUMNS[:4])]
+    return {idx: tuple(repr(v) for v in row) for idx, row in zip(sub.index, sub.itertuples(index=False))}
 
 
-def _by_sequence(df: pd.DataFrame, orphan: pd.Series) -> dict:
+def _by_sequence(df: pd.DataFrame, orphan: pd.Series, launched: pd.Series, sigs: dict) -> dict:
     """{orphan index: donor index} from whole-sequence matches on each stream."""
     found: dict = {}
-    launched = (df["kind"] == "kernel") & df["op"].notna()
     codes = pd.Series(pd.factorize(pd.Series(list(zip(df["name"], df["grid"].astype(str),
                                                           df["block"].astype(str))), index=df.index))[0],
                       index=df.index)
@@ -45,18 +46,18 @@ def _by_sequence(df: pd.DataFrame, orphan: pd.Series) -> dict:
         starts = np.flatnonzero(pool[: len(pool) - n + 1] == seq[0])
         hits = [int(c) for c in starts if np.array_equal(pool[c:c + n], seq)]
         for i, idx in enumerate(mine):
-            choices = {_signature(df, donors[c + i]) for c in hits}
+            choices = {sigs[donors[c + i]] for c in hits}
             if len(choices) == 1:
                 found[idx] = donors[hits[0] + i]
     return found
 
 
-def _by_identity(df: pd.DataFrame, orphan: pd.Series) -> dict:
+def _by_identity(df: pd.DataFrame, orphan: pd.Series, launched: pd.Series, sigs: dict) -> dict:
     """{orphan index: donor index} for kernels with exactly one kind of identical launched kernel."""
     donors: dict[tuple, tuple | None] = {}
-    with_op = df[(df["kind"] == "kernel") & df["op"].notna()]
+    with_op = df[launched]
     for idx, row in zip(with_op.index, with_op[["name", "grid", "block", "stream"]].itertuples(index=False)):
-        key, sig = _key(row), _signature(df, idx)
+        key, sig = _key(row), sigs[idx]
         seen = donors.get(key, (idx, sig))
         donors[key] = (idx, sig) if seen is not None and seen[1] == sig else None
     found = {}
@@ -72,10 +73,12 @@ def adopt_twins(df: pd.DataFrame) -> int:
     orphan = (df["kind"] == "kernel") & df["op"].isna() & (df["launch"] == "") & ~df["graph"]
     if not orphan.any():
         return 0
-    found = _by_sequence(df, orphan)
+    launched = (df["kind"] == "kernel") & df["op"].notna()
+    sigs = _signatures(df, launched)
+    found = _by_sequence(df, orphan, launched, sigs)
     rest = orphan.copy()
     rest[list(found)] = False
-    found.update(_by_identity(df, rest))
+    found.update(_by_identity(df, rest, launched, sigs))
     next_id = min(int(df["op_id"].min()) - 1 if len(df) else -2, -2)
     last: dict = {}                         # stream -> (donor op call, the borrowed call's id)
     for idx in sorted(found, key=lambda i: df.at[i, "start_us"]):
