@@ -30,6 +30,7 @@ PEAK_KEYS = (
 MEMORY_KEYS = ("bandwidth_gbs", "l2_bytes", "elementwise_gbs")   # elementwise_gbs: informational (a + b)
 LAUNCH_KEYS = ("kernel_us",)       # the shortest a kernel runs on the device (launch and teardown)
 LINK_KEYS = ("nvlink_gbs", "xgmi_gbs", "pcie_gbs")   # GB/s per direction, all links of one GPU (collectives)
+LINK_UNITS = ("link", "pcie")   # compute_unit of rows whose bytes cross a link (transfer_gbs): bound "link"
 VENDORS = ("nvidia", "amd", "apple", "cpu")
 _TOP_KEYS = {
     "id", "name", "vendor", "match", "match_properties", "min_memory_gb", "max_memory_gb",

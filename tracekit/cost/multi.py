@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from tracekit.cost.devices import DeviceSpec, canonical_dtype, load_spec
+from tracekit.cost.devices import LINK_UNITS, DeviceSpec, canonical_dtype, load_spec
 from tracekit.cost.roofline import apply_roofline
 from tracekit.errors import TracekitError
 
@@ -41,7 +41,7 @@ def peak_key(spec: DeviceSpec, dtype: str | None, unit: str | None) -> str | Non
     """The ``[peak]`` key whose rate a kernel of ``dtype`` on ``unit`` runs at: the key ``matmul_peak``
     (unit "matrix") or ``vector_peak`` reads; None when the spec has no rate for it."""
     key = canonical_dtype(dtype)
-    if key is None or unit in ("link", "pcie"):   # bytes that cross a link: no compute roof
+    if key is None or unit in LINK_UNITS:     # bytes that cross a link: no compute roof
         return None
     if unit == "matrix":
         if key in ("fp64", "fp32") and f"{key}_tensor" in spec.peak_tflops:
@@ -55,7 +55,7 @@ def peak_key(spec: DeviceSpec, dtype: str | None, unit: str | None) -> str | Non
 
 def compute_rate(spec: DeviceSpec, dtype: str | None, unit: str | None) -> float | None:
     """TFLOP/s for a kernel of ``dtype`` on ``unit`` (what the roofline uses); None without one."""
-    if not isinstance(dtype, str) or unit in ("link", "pcie"):
+    if not isinstance(dtype, str) or unit in LINK_UNITS:
         return None
     return spec.matmul_peak(dtype) if unit == "matrix" else spec.vector_peak(dtype)
 

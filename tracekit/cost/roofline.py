@@ -9,6 +9,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from tracekit.cost.devices import LINK_UNITS
 from tracekit.ops import Cost, OpCall, broadcast, cost_of, lookup
 from tracekit.ops.collectives import BUS_FACTOR, bus_bytes
 from tracekit.ops.tensors import FLOAT_DTYPES, result_dtype
@@ -18,7 +19,6 @@ RolesFn = Callable[[str, object], 'list[str] | None']   # (kernel op, kernel_fil
 
 _DEVICE_TO_DEVICE = re.compile(r"dtod|device -> device|d2d", re.IGNORECASE)
 _PEER = re.compile(r"ptop|peer|p2p", re.IGNORECASE)
-LINK_UNITS = ("link", "pcie")      # compute_unit of rows whose bytes cross a link: their floor is bound "link"
 _COST_INPUTS = ("name", "kind", "category", "op", "op_dims", "op_types", "op_strides", "op_concrete",
                 "kernel_file", "fused_ops", "event_bytes", "collective")
 
