@@ -12,7 +12,7 @@ import pytest
 
 from conftest import H200, PEERS, explain_json, run_cli
 from tracekit.analyze import analyze_path, bundle_dir_of
-from tracekit.fusion.dataflow import signature_roles
+from tracekit.fusion.nodes import signature_roles
 from tracekit.fusion.names import KernelSources, fill_fused_ops, ops_from_source
 from tracekit.ops.inductor import ops_from_name as ops_from_inductor_name
 

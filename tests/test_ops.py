@@ -145,7 +145,7 @@ def test_cat_io_takes_its_dtype_from_the_kernel_name():
     """Kineto records cat's TensorList without a dtype; ATen's cat kernel names the element size
     (OpaqueType<2>): the dataflow's io then has cat's output, 2 · 1·16·1·64 elements of 2 bytes.
     (Synthetic call in the profiler's format, shapes of the eager Llama decode's RoPE cat.)"""
-    from tracekit.fusion.dataflow import node_io
+    from tracekit.fusion.nodes import node_io
     kernel = "void at::native::CatArrayBatchedCopy<at::native::OpaqueType<2u>, unsigned int, 4, 64, 64>"
     io = node_io("aten::cat", [[[1, 16, 1, 64], [1, 16, 1, 64]], []], ["TensorList", "Scalar"], kernel=kernel)
     assert [t.nbytes for t in io.writes] == [2 * 16 * 64 * 2]

@@ -16,6 +16,7 @@ import typer
 from tracekit.cli import capture, check, diff, ranks
 from tracekit.cli.options import DaskOpt, DeviceOpt, NoCacheOpt, SpecOpt, StepMarker, WorkersOpt
 from tracekit.errors import TracekitError
+from tracekit.gcpause import with_collector_paused
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Where the GPU time went: kernels, fusion and roofline floors from profiler traces.")
@@ -78,6 +79,7 @@ class Format(str, Enum):
 
 
 @app.command()
+@with_collector_paused
 def explain(
     trace: str = typer.Argument(..., help="trace.json[.gz], a capture bundle folder, an MLX .dot graph, or a "
                                 "multi-rank folder (rankN/ bundles or one trace per rank: docs/ranks.md)"),

@@ -10,6 +10,7 @@ import orjson
 import typer
 
 from tracekit.cli.options import DeviceOpt, NoCacheOpt, SpecOpt, StepMarker
+from tracekit.gcpause import with_collector_paused
 
 
 class CheckFormat(str, Enum):
@@ -22,6 +23,7 @@ class CheckFormat(str, Enum):
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @with_collector_paused
     def check(
         trace: str = typer.Argument(..., help="Trace, capture bundle or explain JSON to check"),
         baseline: Optional[str] = typer.Option(None, "--baseline", "-b",

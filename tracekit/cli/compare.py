@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from tracekit.cli.options import StepMarker
+from tracekit.gcpause import with_collector_paused
 
 
 class CompareFormat(str, Enum):
@@ -37,6 +38,7 @@ def load_one(path: str, step_marker: str | None, spec: str | None, skip: int):
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @with_collector_paused
     def compare(
         a: str = typer.Argument(..., help="Trace, capture bundle or MLX .dot graph (side A)"),
         b: str = typer.Argument(..., help="The same workload captured elsewhere (side B)"),

@@ -10,6 +10,7 @@ import orjson
 import typer
 
 from tracekit.cli.options import DeviceOpt, NoCacheOpt, SpecOpt, StepMarker
+from tracekit.gcpause import with_collector_paused
 
 
 class DiffFormat(str, Enum):
@@ -20,6 +21,7 @@ class DiffFormat(str, Enum):
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @with_collector_paused
     def diff(
         a: str = typer.Argument(..., help="Trace, capture bundle or explain JSON (the before side)"),
         b: str = typer.Argument(..., help="Trace, capture bundle or explain JSON (the after side)"),

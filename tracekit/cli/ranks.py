@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from tracekit.cli.options import DaskOpt, DeviceOpt, NoCacheOpt, SpecOpt, StepMarker, WorkersOpt
+from tracekit.gcpause import with_collector_paused
 
 
 class RanksFormat(str, Enum):
@@ -21,6 +22,7 @@ class RanksFormat(str, Enum):
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @with_collector_paused
     def ranks(
         trace_dir: str = typer.Argument(..., help="A multi-rank capture bundle (rankN/ folders), or a folder "
                                         "with one trace per rank"),

@@ -11,64 +11,14 @@ guessing; tensors are then linked by size and launch order, and the floor is a l
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
-import numpy as np
-
-from tracekit.fusion.exact import ExactIO, as_tensor, step_dataflow
-from tracekit.ops import IO, OpCall, Tensor, lookup
-from tracekit.ops.inductor import inductor_io, is_inductor_kernel
-
-_SIGNATURE = re.compile(r"def\s+(\w+)\s*\(([^)]*)\)")
+from tracekit.fusion.exact import as_tensor, step_dataflow
+from tracekit.fusion.nodes import Node, build_nodes, group_nodes, step_rows
+from tracekit.ops import IO, Tensor
 
 
-def signature_roles(source: str, kernel: str) -> list[str] | None:
-    """Argument names of ``kernel``'s def in an Inductor source; a file with one jit kernel whose def
-    is ``triton_`` (unique kernel names off) matches the ``triton__0d1d2d`` names Triton derives."""
-    found = {m.group(1): m.group(2) for m in _SIGNATURE.finditer(source)}
-    args = found.get(kernel)
-    if args is None:
-        jit = [n for n in found if n.startswith("triton") and (kernel.startswith(n + "_") or kernel == n)]
-        args = found[jit[0]] if len(jit) == 1 else None
-    if args is None:
-        return None
-    return [a.split(":")[0].strip() for a in args.split(",") if a.strip()]
-
-
-def node_io(op: str, dims, types, concrete=None, roles: list[str] | None = None, kernel: str = "") -> IO | None:
-    """Reads and writes of one op call from its record in the op table; an op without a record (or
-    whose outputs its arguments do not tell) reads its tensor inputs and writes unknown tensors.
-    ``kernel``: the kernel's name (a cat's TensorList dtype is only in it). None when the op records
-    no shapes."""
-    if not isinstance(op, str) or not isinstance(dims, list):
-        return None
-    call = OpCall(op, dims, types or [], None, concrete if isinstance(concrete, list) else None, kernel=kernel)
-    if is_inductor_kernel(op):
-        return inductor_io(call, roles)
-    family = lookup(op)
-    io = family.outputs(call) if family is not None else None
-    return io if io is not None else IO(tuple(call.tensors()), None)
-
-
-# ---- the kernel/tensor graph of one step ---------------------------------------------------------
-
-@dataclass
-class Node:
-    """One op call in a step (its kernels share the op), in launch order."""
-
-    index: int
-    rows: list                       # kernel table labels
-    names: list[str]
-    op: str | None
-    fused_ops: list[str]
-    io: IO | None
-    flops: float
-    bytes: float
-    floor_us: float
-    compute_us: float
-    exact: ExactIO | None = None     # reads/writes by storage, from the execution trace
-
+# ---- the tensor values of one step ---------------------------------------------------------------
 
 @dataclass
 class Value:
@@ -86,61 +36,13 @@ class Value:
         return self.producer is not None and bool(self.readers)
 
 
-def _total(values) -> float:
-    known = [float(v) for v in values if v == v and v is not None]
-    return float(sum(known)) if known else float("nan")
-
-
-_NODE_COLUMNS = ("op_id", "name", "op", "op_dims", "op_types", "op_concrete", "io", "fused_ops", "flops", "bytes",
-                 "floor_us", "dtype", "compute_unit", "dur_us", "et_io")
-
-
-def build_nodes(sk, spec) -> list[Node]:
-    """Group a step's rows (time order) into op calls and total their cost."""
-    return _nodes(list(zip(sk.index, sk[[c for c in _NODE_COLUMNS if c in sk]].itertuples(index=False))), spec,
-                  "io" in sk)
-
-
-def step_rows(df) -> dict:
-    """{step: [(label, row), ...]} with each step's rows in time order (a stable sort on start_us), from
-    one pass over the table: what ``step_fusion`` takes as ``rows`` instead of a step's frame."""
-    cols = [c for c in _NODE_COLUMNS if c in df]
-    order = np.argsort(df["start_us"].to_numpy(dtype=float), kind="stable")
-    out: dict = {}
-    for label, step, row in zip(df.index[order], df["step"].to_numpy()[order].tolist(),
-                                df[cols].iloc[order].itertuples(index=False)):
-        out.setdefault(step, []).append((label, row))
-    return out
-
-
-def _nodes(pairs: list, spec, has_io: bool) -> list[Node]:
-    groups: dict = {}
-    for label, r in pairs:
-        key = ("op", r.op_id) if isinstance(r.op_id, int) and r.op_id != -1 else ("row", label)
-        groups.setdefault(key, []).append((label, r))
-    nodes = []
-    for i, part in enumerate(groups.values()):
-        first = part[0][1]
-        io = getattr(first, "io", None)
-        if not isinstance(io, IO):
-            io = node_io(first.op, first.op_dims, first.op_types, first.op_concrete) if not has_io else None
-        compute = 0.0
-        for _, r in part:
-            f, d = r.flops, r.dtype
-            if spec is None or f is None or not (f == f) or not f or not isinstance(d, str):
-                continue
-            rate = spec.matmul_peak(d) if r.compute_unit == "matrix" else spec.vector_peak(d)
-            compute += f / (rate * 1e6) if rate else 0.0
-        ops = [o for _, r in part if isinstance(r.fused_ops, list) for o in r.fused_ops]
-        main = max((r for _, r in part), key=lambda r: r.dur_us if r.dur_us == r.dur_us else 0.0)
-        known = main.floor_us == main.floor_us and main.floor_us is not None
-        floor = _total(r.floor_us for _, r in part) if known else float("nan")
-        exact = getattr(first, "et_io", None)
-        nodes.append(Node(i, [label for label, _ in part], [str(r.name) for _, r in part],
-                          first.op if isinstance(first.op, str) else None, ops, io,
-                          _total(r.flops for _, r in part), _total(r.bytes for _, r in part), floor, compute,
-                          exact if isinstance(exact, ExactIO) else None))
-    return nodes
+def _read_sigs(io: IO, memo: dict) -> list:
+    """(element count, dtype) of each tensor ``io`` reads, once per IO object (rows share them)."""
+    got = memo.get(id(io))
+    if got is None:
+        got = memo[id(io)] = (io, [(t.numel, t.dtype) for t in io.reads],
+                              [(t.numel, t.dtype) for t in io.writes or ()])
+    return got
 
 
 def link(nodes: list[Node], merge_outside: bool = False) -> list[Value]:
@@ -151,35 +53,54 @@ def link(nodes: list[Node], merge_outside: bool = False) -> list[Value]:
     of different calls (the equal-shaped weights of two layers) stay two tensors — unless
     ``merge_outside``, which takes every same-sized outside read as one tensor (the fewest bytes the
     step could read: what a provable bound needs)."""
+    values, merged = link_both(nodes)
+    if not merge_outside:
+        return values
+    return merged + [v for v in values if v.producer is not None]
+
+
+def link_both(nodes: list[Node], memo: dict | None = None) -> tuple[list[Value], list[Value]]:
+    """``link(nodes)`` and, from the same pass, the outside values of ``link(nodes, merge_outside=True)``
+    (its written values are the same: reads bind to writes alike either way)."""
     values: list[Value] = []
     last: dict = {}
     outside: dict = {}
+    merged: dict = {}
     outside_sigs: set = set()
+    memo = {} if memo is None else memo
     for node in nodes:
         if node.io is None:
             continue
-        sigs = [(t.numel, t.dtype) for t in node.io.reads]
+        _, sigs, write_sigs = _read_sigs(node.io, memo)
         bound: set = set()
         seen: dict = {}
+        index = node.index
         for t, sig in zip(node.io.reads, sigs):
             v = last.get(sig)
             if v is not None and sig not in bound:
                 bound.add(sig)
-                values[v].readers.append(node.index)
+                values[v].readers.append(index)
                 values[v].ambiguous |= sig in outside_sigs or sigs.count(sig) > 1
                 continue
-            k = (-1 if merge_outside else node.index, sig, seen.get(sig, 0))
-            seen[sig] = k[2] + 1
+            nth = seen.get(sig, 0)
+            seen[sig] = nth + 1
+            k = (index, sig, nth)
             if k not in outside:
                 outside[k] = len(values)
                 outside_sigs.add(sig)
                 values.append(Value(t, None, []))
-            if node.index not in values[outside[k]].readers:
-                values[outside[k]].readers.append(node.index)
-        for t in node.io.writes or ():
-            last[(t.numel, t.dtype)] = len(values)
-            values.append(Value(t, node.index, []))
-    return values
+            readers = values[outside[k]].readers
+            if index not in readers:
+                readers.append(index)
+            m = merged.get((sig, nth))
+            if m is None:
+                merged[(sig, nth)] = m = Value(t, None, [])
+            if index not in m.readers:
+                m.readers.append(index)
+        for t, sig in zip(node.io.writes or (), write_sigs):
+            last[sig] = len(values)
+            values.append(Value(t, index, []))
+    return values, list(merged.values())
 
 
 def graph_of(nodes: list[Node], values: list[Value]):
@@ -231,22 +152,23 @@ def _outside_bytes(nodes: list[Node], outside: list[Value], exact: bool) -> floa
     return total
 
 
-def step_fusion(trace, step: int, sk=None, rows: list | None = None):
+def step_fusion(trace, step: int, sk=None, rows: list | None = None, memo: dict | None = None):
     """The step's op-call chain, tensor values, and the one-kernel floor next to the per-kernel floors.
     ``sk``: the step's rows when the caller already has them; ``rows``: the step's entry of
     ``step_rows`` (every step from one pass over the table). ``kind`` "exact" when every op call of
     the step joined the execution trace, else "estimate" (size+dtype links, costed kernels only, a
     tensor re-read by several calls counted per call); ``bound_us`` is always a provable lower bound
-    (the estimate with every same-sized outside read taken as one tensor)."""
+    (the estimate with every same-sized outside read taken as one tensor). ``memo``: shared by the
+    steps of one table (each op call's tensor sizes worked out once)."""
     if rows is not None:
-        nodes, n_rows = _nodes(rows, trace.spec, "io" in trace.kernels), len(rows)
+        nodes, n_rows = group_nodes(rows, trace.spec, "io" in trace.kernels), len(rows)
     else:
         if sk is None:
             df = trace.kernels
             sk = df[df["step"] == step]
         nodes, n_rows = build_nodes(sk.sort_values("start_us", kind="stable"), trace.spec), len(sk)
     exact = bool(nodes) and all(n.exact is not None for n in nodes)
-    values = exact_values(nodes) if exact else link(nodes)
+    values, merged_outside = (exact_values(nodes), []) if exact else link_both(nodes, memo)
     unknown = [] if exact else [n for n in nodes if n.io is None or n.io.writes is None]
     inter = [v for v in values if v.intermediate]
     outside = [v for v in values if v.producer is None]
@@ -289,9 +211,7 @@ def step_fusion(trace, step: int, sk=None, rows: list | None = None):
     fused_floor = max(compute, fused_bytes / (bw * 1e3)) if bw else float("nan")
     bound, least = fused_floor, fused_bytes
     if not exact and nodes:
-        merged = link(nodes, merge_outside=True)
-        least = (_outside_bytes(nodes, [v for v in merged if v.producer is None], False)
-                 + sum(v.tensor.nbytes for v in merged if v.producer is not None and not v.readers))
+        least = _outside_bytes(nodes, merged_outside, False) + final
         bound = max(compute, least / (bw * 1e3)) if bw else float("nan")
     if not exact and len(nodes) == 1 and not uncosted:
         fused_floor = bound = nodes[0].floor_us
@@ -328,6 +248,7 @@ def fusion_summary(trace) -> dict:
     indices = [s.index for s in trace.steps] or [0]
     per = []
     rows = step_rows(df)
+    memo: dict = {}
     by_step: dict = {}                        # step -> (categories, fused_ops lists) in table order
     for step, cat, ops in zip(df["step"].tolist(), df["category"].tolist(), df["fused_ops"].tolist()):
         got = by_step.setdefault(step, ([], []))
@@ -341,7 +262,7 @@ def fusion_summary(trace) -> dict:
             c = cats.setdefault(str(cat), {"kernels": 0, "fused_ops": 0})
             c["kernels"] += 1
             c["fused_ops"] += len(ops) if isinstance(ops, list) and ops != ["unknown"] else 0
-        f = step_fusion(trace, k, rows=rows.get(k, []))
+        f = step_fusion(trace, k, rows=rows.get(k, []), memo=memo)
         per.append(dict(step=k, kernels=len(fused), op_calls=len(f["nodes"]),
                         fused_ops=fused_op_count(known), kernels_unknown_ops=len(fused) - len(known),
                         aten_ops_per_kernel=(sum(len(o) for o in known) / len(known)) if known else None,

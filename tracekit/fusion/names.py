@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from tracekit.errors import TracekitError
-from tracekit.fusion.dataflow import node_io, signature_roles
+from tracekit.fusion.nodes import node_io, signature_roles
 from tracekit.limits import read_input
 from tracekit.ops import OpCall, lookup, plain_name
 from tracekit.ops.inductor import (

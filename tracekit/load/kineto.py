@@ -9,7 +9,6 @@ digits).
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ import pandas as pd
 
 from tracekit import bundle
 from tracekit.errors import TracekitError
+from tracekit.gcpause import collector_paused
 from tracekit.limits import UserRegex, read_input
 from tracekit.load.events import (CPU_OP_CATEGORIES, DEVICE_CATEGORIES, LAUNCH_CATEGORIES,  # noqa: F401
                                   MTIA_DEVICE, PROFILER_STEP, parse_lenient)
@@ -76,13 +76,8 @@ def read_json(path: Path, what: str = "trace") -> object:
 
 def load_trace(path: str | Path, step_marker: str | None = None) -> Trace:
     """Load a trace file or bundle folder into a ``Trace`` (kernel table + steps), unclassified."""
-    enabled = gc.isenabled()
-    gc.disable()                        # hundreds of thousands of acyclic records: no cycle to collect
-    try:
+    with collector_paused():            # hundreds of thousands of acyclic records: no cycle to collect
         return _load(resolve_trace_path(path), step_marker)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _load(p: Path, step_marker: str | None) -> Trace:

@@ -1,0 +1,42 @@
+"""The cycle collector is paused only inside tracekit's analysis and always restored after it."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+from conftest import H200, run_cli
+
+from tracekit.gcpause import collector_paused, with_collector_paused
+
+
+def test_paused_inside_and_restored_after_an_error():
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        with collector_paused():
+            assert not gc.isenabled()
+            raise ValueError("boom")
+    assert gc.isenabled()
+
+
+def test_a_caller_that_paused_it_keeps_it_paused():
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_decorated_function_keeps_its_signature_and_result():
+    @with_collector_paused
+    def f(a: int, b: int = 2) -> int:
+        """adds"""
+        return a + b if not gc.isenabled() else -1
+    assert f(1) == 3 and f.__doc__ == "adds" and f.__wrapped__.__name__ == "f"
+
+
+def test_explain_leaves_the_collector_on():
+    result = run_cli("explain", H200 / "seed_eager_b1.json.gz", "-f", "json", "--no-cache")
+    assert result.returncode == 0 and '"kernels"' in result.stdout and gc.isenabled()

@@ -1,0 +1,153 @@
+"""A step's op calls: the kernel table's rows grouped by the op that launched them, with each call's
+reads and writes (``node_io``, from the op's record in the op table) and its FLOPs, bytes and floors
+totalled. ``fusion.dataflow`` links the calls' tensors into the step's dataflow."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracekit.fusion.exact import ExactIO
+from tracekit.ops import IO, OpCall, lookup
+from tracekit.ops.inductor import inductor_io, is_inductor_kernel
+
+_SIGNATURE = re.compile(r"def\s+(\w+)\s*\(([^)]*)\)")
+
+
+def signature_roles(source: str, kernel: str) -> list[str] | None:
+    """Argument names of ``kernel``'s def in an Inductor source; a file with one jit kernel whose def
+    is ``triton_`` (unique kernel names off) matches the ``triton__0d1d2d`` names Triton derives."""
+    found = {m.group(1): m.group(2) for m in _SIGNATURE.finditer(source)}
+    args = found.get(kernel)
+    if args is None:
+        jit = [n for n in found if n.startswith("triton") and (kernel.startswith(n + "_") or kernel == n)]
+        args = found[jit[0]] if len(jit) == 1 else None
+    if args is None:
+        return None
+    return [a.split(":")[0].strip() for a in args.split(",") if a.strip()]
+
+
+def node_io(op: str, dims, types, concrete=None, roles: list[str] | None = None, kernel: str = "") -> IO | None:
+    """Reads and writes of one op call from its record in the op table; an op without a record (or
+    whose outputs its arguments do not tell) reads its tensor inputs and writes unknown tensors.
+    ``kernel``: the kernel's name (a cat's TensorList dtype is only in it). None when the op records
+    no shapes."""
+    if not isinstance(op, str) or not isinstance(dims, list):
+        return None
+    call = OpCall(op, dims, types or [], None, concrete if isinstance(concrete, list) else None, kernel=kernel)
+    if is_inductor_kernel(op):
+        return inductor_io(call, roles)
+    family = lookup(op)
+    io = family.outputs(call) if family is not None else None
+    return io if io is not None else IO(tuple(call.tensors()), None)
+
+
+# ---- the kernel/tensor graph of one step ---------------------------------------------------------
+
+@dataclass
+class Node:
+    """One op call in a step (its kernels share the op), in launch order."""
+
+    index: int
+    rows: list                       # kernel table labels
+    names: list[str]
+    op: str | None
+    fused_ops: list[str]
+    io: IO | None
+    flops: float
+    bytes: float
+    floor_us: float
+    compute_us: float
+    exact: ExactIO | None = None     # reads/writes by storage, from the execution trace
+
+
+def _total(values) -> float:
+    """Sum of the known values (NaN and None left out); NaN when none is known."""
+    total, known = 0.0, False
+    for v in values:
+        if v is not None and v == v:
+            total += float(v)
+            known = True
+    return total if known else float("nan")
+
+
+_NODE_COLUMNS = ("op_id", "name", "op", "op_dims", "op_types", "op_concrete", "io", "fused_ops", "flops", "bytes",
+                 "floor_us", "dtype", "compute_unit", "dur_us", "et_io")
+(_OP_ID, _NAME, _OP, _DIMS, _TYPES, _CONCRETE, _IO, _FUSED, _FLOPS, _BYTES, _FLOOR, _DTYPE, _UNIT, _DUR,
+ _ET) = range(len(_NODE_COLUMNS))
+
+
+def _row_tuples(df) -> list[tuple]:
+    """The table's rows as plain tuples of ``_NODE_COLUMNS`` (None where a column is missing)."""
+    n = len(df)
+    return list(zip(*[df[c].tolist() if c in df else [None] * n for c in _NODE_COLUMNS]))
+
+
+def build_nodes(sk, spec) -> list[Node]:
+    """Group a step's rows (time order) into op calls and total their cost."""
+    return group_nodes(list(zip(sk.index, _row_tuples(sk))), spec, "io" in sk)
+
+
+def step_rows(df) -> dict:
+    """{step: [(label, row), ...]} with each step's rows in time order (a stable sort on start_us), from
+    one pass over the table: what ``step_fusion`` takes as ``rows`` instead of a step's frame."""
+    order = np.argsort(df["start_us"].to_numpy(dtype=float), kind="stable")
+    ordered = df.iloc[order]
+    out: dict = {}
+    for label, step, row in zip(ordered.index, ordered["step"].tolist(), _row_tuples(ordered)):
+        got = out.get(step)
+        if got is None:
+            out[step] = got = []
+        got.append((label, row))
+    return out
+
+
+def group_nodes(pairs: list, spec, has_io: bool) -> list[Node]:
+    groups: dict = {}
+    for label, r in pairs:
+        op_id = r[_OP_ID]
+        key = ("op", op_id) if isinstance(op_id, int) and op_id != -1 else ("row", label)
+        got = groups.get(key)
+        if got is None:
+            groups[key] = got = []
+        got.append((label, r))
+    rates: dict = {}
+
+    def compute_us(r) -> float:
+        f, d = r[_FLOPS], r[_DTYPE]
+        if spec is None or f is None or not (f == f) or not f or not isinstance(d, str):
+            return 0.0
+        unit = r[_UNIT]
+        rate = rates.get((unit, d))
+        if rate is None:
+            rate = rates[(unit, d)] = (spec.matmul_peak(d) if unit == "matrix" else spec.vector_peak(d)) or 0.0
+        return f / (rate * 1e6) if rate else 0.0
+
+    nodes = []
+    for i, part in enumerate(groups.values()):
+        label, first = part[0]
+        io = first[_IO]
+        if not isinstance(io, IO):
+            io = node_io(first[_OP], first[_DIMS], first[_TYPES], first[_CONCRETE]) if not has_io else None
+        exact = first[_ET]
+        op = first[_OP] if isinstance(first[_OP], str) else None
+        if len(part) == 1:
+            floor = first[_FLOOR]
+            nodes.append(Node(i, [label], [str(first[_NAME])], op,
+                              list(first[_FUSED]) if isinstance(first[_FUSED], list) else [], io,
+                              _total((first[_FLOPS],)), _total((first[_BYTES],)), _total((floor,)),
+                              compute_us(first), exact if isinstance(exact, ExactIO) else None))
+            continue
+        rows = [r for _, r in part]
+        ops = [o for r in rows if isinstance(r[_FUSED], list) for o in r[_FUSED]]
+        main = max(rows, key=lambda r: r[_DUR] if r[_DUR] == r[_DUR] else 0.0)
+        known = main[_FLOOR] is not None and main[_FLOOR] == main[_FLOOR]
+        floor = _total(r[_FLOOR] for r in rows) if known else float("nan")
+        nodes.append(Node(i, [lb for lb, _ in part], [str(r[_NAME]) for r in rows], op, ops, io,
+                          _total(r[_FLOPS] for r in rows), _total(r[_BYTES] for r in rows), floor,
+                          sum(compute_us(r) for r in rows), exact if isinstance(exact, ExactIO) else None))
+    return nodes
+
+
