@@ -69,6 +69,24 @@ def test_the_cached_table_keeps_every_column_and_value(cache_on):
                                           "group_size": 2, "source": "kernel args"}
 
 
+def test_shape_lists_read_back_shared_as_the_loader_shares_them(cache_on):
+    """Rows with one op-shape text hold one decoded list, fresh or from the cache, so that the stages'
+    per-signature memos (model.keys.ValueKeys) work out each key once."""
+    path = H200 / "seed_eager_b128.json.gz"
+    for trace in (analyze.load_normalised(path), analyze.load_normalised(path)):    # miss, then hit
+        dims = [d for d in trace.kernels["op_dims"] if isinstance(d, list)]
+        texts = {repr(d) for d in dims}
+        assert len(dims) > len(texts) and len({id(d) for d in dims}) == len(texts)
+
+
+def test_value_keys_are_reprs_worked_out_once_per_object():
+    from tracekit.model.keys import ValueKeys
+    keys = ValueKeys()
+    a, b = [[128, 64], [64]], [[128, 64], [64]]
+    assert keys(a) == keys(b) == "[[128, 64], [64]]" and keys(a) is keys(a)
+    assert keys(None) is None and keys(3) == "3" and keys("fp32") == "'fp32'" and keys({"k": 1}) == "{'k': 1}"
+
+
 def test_a_damaged_cache_file_is_a_warning_and_is_written_again(cache_on):
     path = PEERS / "hta/nccl_parser_config_nccl_data.json.gz"
     good = explain(path)

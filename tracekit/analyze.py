@@ -119,9 +119,9 @@ def _none_for_nan(df) -> None:
     becomes None, so a table read back from the cache is the same table."""
     for c in COLUMNS:
         if c.kind == "str" and c.name in df.columns and df[c.name].dtype == object:
-            nan = df[c.name].map(lambda v: isinstance(v, float) and v != v)
-            if nan.any():
-                df[c.name] = df[c.name].where(~nan, None)
+            missing = df[c.name].isna()             # NaN and None alike: None stays None
+            if missing.any():
+                df[c.name] = df[c.name].where(~missing, None)
 
 
 def annotate(trace: Trace, device: str | None = None, spec: str | None = None,

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.cost.devices import LINK_UNITS
+from tracekit.model.keys import ValueKeys
 from tracekit.ops import Cost, OpCall, broadcast, cost_of, lookup
 from tracekit.ops.collectives import BUS_FACTOR, bus_bytes
 from tracekit.ops.tensors import FLOAT_DTYPES, result_dtype
@@ -105,10 +106,11 @@ def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None) -> pd.DataFrame
     if df.empty:
         return df
     memo: dict = {}
+    keys = ValueKeys()
     dtype, unit, flops, nbytes, note = [], [], [], [], []
     for row in df[list(_COST_INPUTS)].itertuples(index=False):
         event = row.event_bytes if row.event_bytes == row.event_bytes else None   # NaN: no memo key
-        key = (row.name, row.kind, row.op, repr(row.op_dims), repr(row.op_types), repr(row.op_concrete),
+        key = (row.name, row.kind, row.op, keys(row.op_dims), keys(row.op_types), keys(row.op_concrete),
                row.kernel_file, event, repr(row.collective))
         cost = memo.get(key)
         if cost is None:

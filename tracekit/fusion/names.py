@@ -24,6 +24,7 @@ import pandas as pd
 from tracekit.errors import TracekitError
 from tracekit.fusion.nodes import node_io, signature_roles
 from tracekit.limits import read_input
+from tracekit.model.keys import ValueKeys
 from tracekit.ops import OpCall, lookup, plain_name
 from tracekit.ops.inductor import (
     drop_views,
@@ -221,6 +222,7 @@ def fill_fused_ops(df: pd.DataFrame, bundle_dir: Path | None = None,
     sources = sources or KernelSources(bundle_dir)
     memo: dict = {}
     out = []
+    keys = ValueKeys()
     n = len(df)
     col = lambda c: df[c].tolist() if c in df else [None] * n  # noqa: E731
     for name, op, kind, concrete, dims, types, kfile, existing in zip(
@@ -232,7 +234,7 @@ def fill_fused_ops(df: pd.DataFrame, bundle_dir: Path | None = None,
         op = op if isinstance(op, str) else None
         kfile = kfile if isinstance(kfile, str) else None
         family = lookup(op)
-        key = (name, op, kind, repr(concrete) if family is not None and callable(family.fused) else "", kfile)
+        key = (name, op, kind, keys(concrete) if family is not None and callable(family.fused) else "", kfile)
         if key not in memo:
             memo[key] = fused_ops_of(name, op, kind if isinstance(kind, str) else "kernel", concrete, kfile, sources,
                                      dims, types)
@@ -250,10 +252,11 @@ def annotate_fusion(df: pd.DataFrame, bundle_dir: Path | None = None,
     fill_fused_ops(df, bundle_dir, sources)
     memo: dict = {}
     io = []
+    keys = ValueKeys()
     col = lambda c: df[c].tolist() if c in df else [None] * len(df)  # noqa: E731
     for name, op, dims, types, concrete, kfile in zip(col("name"), col("op"), col("op_dims"), col("op_types"),
                                                       col("op_concrete"), col("kernel_file")):
-        key = (op if isinstance(op, str) else None, repr(dims), repr(types), repr(concrete), kfile, name)
+        key = (op if isinstance(op, str) else None, keys(dims), keys(types), keys(concrete), kfile, name)
         if key not in memo:
             roles = None
             if is_inductor_kernel(key[0]):

@@ -31,6 +31,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from tracekit.model.keys import SHARED_COLUMNS
 from tracekit.model.schema import BY_NAME, KERNEL_COLUMNS
 from tracekit.model.trace import Step, Trace
 from tracekit.version import __version__
@@ -209,7 +210,12 @@ def _read(target: Path, trace_path: str) -> Trace:
     cols = {}
     for name in table.column_names:
         kind, column = BY_NAME[name].kind, table.column(name)
-        if kind == "object":
+        if kind == "object" and name in SHARED_COLUMNS:      # each distinct text decoded once, shared
+            texts = column.to_pylist()
+            distinct = list(dict.fromkeys(t for t in texts if t is not None))
+            decoded = dict(zip(distinct, orjson.loads("[" + ",".join(distinct) + "]")))
+            cols[name] = [None if t is None else decoded[t] for t in texts]
+        elif kind == "object":
             cols[name] = orjson.loads("[" + ",".join("null" if v is None else v for v in column.to_pylist()) + "]")
         elif kind == "str":       # pandas' own text dtype (NaN for missing) or object (None), as written
             cols[name] = pd.Series(column.to_pylist(), dtype=fields["text_dtypes"].get(name, "object"))
