@@ -77,13 +77,16 @@ def main() -> None:
     n = len(list(folder.glob("*.json*")))
     size = sum(p.stat().st_size for p in folder.glob("*.json*")) / 1e6
     cache = Path(tempfile.mkdtemp(prefix="tracekit-bench-cache-"))
-    print(f"{n} SYNTHETIC ranks in {folder} ({size:.0f} MB gzipped), {os.cpu_count()} CPUs, median of {a.repeat}\n")
+    from tracekit.ranks.run import usable_cpus
+    cpus = usable_cpus()
+    print(f"{n} SYNTHETIC ranks in {folder} ({size:.0f} MB gzipped), {cpus} usable CPUs "
+          f"(os.cpu_count {os.cpu_count()}), median of {a.repeat}\n")
     print("| per-rank stages | cold cache (s) | warm cache (s) |")
     print("|---|---:|---:|")
     one = sorted(folder.glob("*.json*"))[0]
     rows = [("one rank: explain (for scale)", ["explain", str(one), "--format", "json"]),
             ("serial (--workers 1)", ["ranks", str(folder), "--format", "json", "--workers", "1"]),
-            (f"process pool (default: {min(n, os.cpu_count() or 1)} workers)", ["ranks", str(folder), "--format", "json"]),
+            (f"process pool (default: {min(n, cpus)} workers)", ["ranks", str(folder), "--format", "json"]),
             ("Dask LocalCluster (--dask local)", ["ranks", str(folder), "--format", "json", "--dask", "local"])]
     for label, args in rows:
         cold, warm = measure(args, a.repeat, cache)

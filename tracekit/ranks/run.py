@@ -29,13 +29,22 @@ def tasks_of(folder: Path, step_marker=None, device=None, spec=None, skip: int =
              "device": device, "spec": spec, "skip": skip, "cache": use_cache} for r in rank_inputs(folder)]
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask: a container's or taskset's share, not the host's
+    count that ``os.cpu_count`` reports)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):         # macOS and Windows have no affinity mask
+        return os.cpu_count() or 1
+
+
 def run_stages(tasks: list[dict], workers: int | None = None, dask=None) -> list[dict]:
     """The stage's result for every task, in task order."""
     from tracekit.ranks.stage import rank_stage
 
     if dask is not None:
         return _on_dask(tasks, dask)
-    n = min(len(tasks), workers or os.cpu_count() or 1)
+    n = min(len(tasks), workers or usable_cpus())
     if n <= 1:
         return [rank_stage(t) for t in tasks]
     from concurrent.futures import ProcessPoolExecutor
@@ -54,7 +63,7 @@ def _on_dask(tasks: list[dict], dask) -> list[dict]:
     if isinstance(dask, Client):
         return dask.gather(dask.map(rank_stage, tasks, pure=False))
     if dask == "local":
-        with LocalCluster(n_workers=min(len(tasks), os.cpu_count() or 1), threads_per_worker=1,
+        with LocalCluster(n_workers=min(len(tasks), usable_cpus()), threads_per_worker=1,
                           dashboard_address=None) as cluster, Client(cluster) as client:
             return client.gather(client.map(rank_stage, tasks, pure=False))
     try:

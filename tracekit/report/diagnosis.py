@@ -32,6 +32,8 @@ FUSABLE = {"elementwise", "reduction", "norm", "softmax"}     # categories whose
 
 
 def _num(x) -> float | None:
+    if type(x) is float:                # the common case first: ~10 calls per kernel
+        return None if x != x else x
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
@@ -76,8 +78,9 @@ def facts_of(doc: dict, launch_us: float | None = None) -> dict:
     by_step = defaultdict(list)
     for k in in_steps:
         by_step[k.get("step")].append(k)
-    gaps = [g for ks in by_step.values() for g in _gaps(ks)]
-    largest = [max(_gaps(ks), default=0.0) for ks in by_step.values()]
+    per_step = [_gaps(ks) for ks in by_step.values()]
+    gaps = [g for step_gaps in per_step for g in step_gaps]
+    largest = [max(step_gaps, default=0.0) for step_gaps in per_step]
     idle = sum(gaps)
     durs = [d for d in (_num(k.get("dur_us")) for k in in_steps) if d is not None]
     kernel_us = _mean(st.get("kernel_us") for st in steps)
