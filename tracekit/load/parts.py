@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from tracekit.load.events import FAST_ERRORS, decode_fast
-from tracekit.load.pieces import Piece, distil
+from tracekit.load.pieces import Piece, distil, packed_piece
 
 PART_BYTES = 4 << 20                # event text decoded at a time
 _BETWEEN = re.compile(rb"\}[ \t\r\n]*(,)[ \t\r\n]*\{")
@@ -23,7 +23,7 @@ def decode_in_place(raw: bytearray, begin: int, end: int, marker, base: int = 0)
     "[" to open the next part, and put back at the end (an op's raw shape fields point into ``raw``).
     None when a part does not decode or fails a check (the caller decodes the whole leniently).
     ``base``: the index of the array's first event in the trace."""
-    view, total, pos, patched = memoryview(raw), Piece(), begin, []
+    view, total, pos, patched = memoryview(raw), packed_piece(), begin, []
     try:
         while True:
             if end - pos <= PART_BYTES:

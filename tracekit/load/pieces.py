@@ -211,7 +211,7 @@ def _device(piece: Piece, ev: list, idx, fast: bool) -> bool:
     kinds = [DEVICE_CATEGORIES[e.cat] for e in ev]
     piece.d_idx += idx.tolist()
     piece.d_kind += kinds
-    piece.d_name += names
+    piece.d_name += map(sys.intern, names) if fast else names      # a few hundred distinct names
     piece.d_ts += times[0].tolist()
     piece.d_dur += times[1].tolist()
     piece.d_device += [as_int(e.pid if a.device is UNSET else a.device, 0) for e, a in zip(ev, args)]
@@ -278,7 +278,7 @@ def _cpu_ops(piece: Piece, ev: list, idx, marker, fast: bool) -> bool:
     roles = {n: _role(n, marker) for n in set(names)}
     role = [roles[n] for n in names]
     piece.c_idx += idx.tolist()
-    piece.c_name += names
+    piece.c_name += map(sys.intern, names) if fast else names
     piece.c_ts += times[0].tolist()
     piece.c_dur += times[1].tolist()
     piece.c_tid += [e.tid for e in ev]
