@@ -1,0 +1,41 @@
+"""torchvision ViT-B/16 training step: random init, bf16 autocast, fused AdamW, cross-entropy on random
+labels. One step = one call of train_step (capture with --step-fn vit_train:train_step)."""
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+import torchvision
+
+
+def train_step(model, opt, x, y):
+    with torch.autocast(x.device.type, dtype=torch.bfloat16):
+        loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    a = p.parse_args()
+    torch.manual_seed(0)
+    dev = torch.device(a.device)
+    model = torchvision.models.vit_b_16(weights=None).to(dev).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev.type == "cuda")
+    g = torch.Generator(device="cpu").manual_seed(1)
+    x = torch.randn(a.batch, 3, 224, 224, generator=g).to(dev)
+    y = torch.randint(0, 1000, (a.batch,), generator=g).to(dev)
+    print(f"vit_train: params {sum(q.numel() for q in model.parameters())}, batch {a.batch}", flush=True)
+    t0 = time.perf_counter()
+    for _ in range(a.iters):
+        loss = train_step(model, opt, x, y)
+    print(f"vit_train: {a.iters} steps {time.perf_counter() - t0:.3f} s, loss {loss.item():.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
