@@ -22,7 +22,7 @@ SHORT = {   # trace: (covered %, largest share without a model, %)
     "tracelens/b200__eager_trace.json.gz": (95.6, 4.2),
     "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz": (85.7, 0.0),
     "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz": (74.4, 0.0),
-    "hta/trace_diff_control_control.json.gz": (58.3, 7.6),
+    "hta/trace_diff_control_control.json.gz": (58.3, 7.5),
     "hta/nccl_parser_config_nccl_data.json.gz": (44.9, 0.0),
     "hta/trace_diff_test_test.json.gz": (37.0, 5.8),
     "hta/negative_queue_length_values_check_rank0.json.gz": (28.8, 0.6),

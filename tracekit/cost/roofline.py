@@ -110,8 +110,8 @@ def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None) -> pd.DataFrame
     dtype, unit, flops, nbytes, note = [], [], [], [], []
     for row in df[list(_COST_INPUTS)].itertuples(index=False):
         event = row.event_bytes if row.event_bytes == row.event_bytes else None   # NaN: no memo key
-        key = (row.name, row.kind, row.op, keys(row.op_dims), keys(row.op_types), keys(row.op_concrete),
-               row.kernel_file, event, repr(row.collective))
+        key = (row.name, row.kind, row.op, keys(row.op_dims), keys(row.op_types), keys(row.op_strides),
+               keys(row.op_concrete), row.kernel_file, event, repr(row.collective))
         cost = memo.get(key)
         if cost is None:
             cost = memo[key] = row_cost(row, roles_of)

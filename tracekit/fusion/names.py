@@ -254,14 +254,17 @@ def annotate_fusion(df: pd.DataFrame, bundle_dir: Path | None = None,
     io = []
     keys = ValueKeys()
     col = lambda c: df[c].tolist() if c in df else [None] * len(df)  # noqa: E731
-    for name, op, dims, types, concrete, kfile in zip(col("name"), col("op"), col("op_dims"), col("op_types"),
-                                                      col("op_concrete"), col("kernel_file")):
-        key = (op if isinstance(op, str) else None, keys(dims), keys(types), keys(concrete), kfile, name)
+    for name, op, dims, types, strides, concrete, kfile in zip(col("name"), col("op"), col("op_dims"),
+                                                               col("op_types"), col("op_strides"),
+                                                               col("op_concrete"), col("kernel_file")):
+        key = (op if isinstance(op, str) else None, keys(dims), keys(types), keys(strides), keys(concrete), kfile,
+               name)
         if key not in memo:
             roles = None
             if is_inductor_kernel(key[0]):
                 roles = sources.roles(key[0], kfile)
-            memo[key] = node_io(key[0], dims, types, concrete, roles, kernel=name if isinstance(name, str) else "")
+            memo[key] = node_io(key[0], dims, types, concrete, roles, kernel=name if isinstance(name, str) else "",
+                                strides=strides)
         io.append(memo[key])
     df["io"] = io
     return df

@@ -29,14 +29,16 @@ def signature_roles(source: str, kernel: str) -> list[str] | None:
     return [a.split(":")[0].strip() for a in args.split(",") if a.strip()]
 
 
-def node_io(op: str, dims, types, concrete=None, roles: list[str] | None = None, kernel: str = "") -> IO | None:
+def node_io(op: str, dims, types, concrete=None, roles: list[str] | None = None, kernel: str = "",
+            strides=None) -> IO | None:
     """Reads and writes of one op call from its record in the op table; an op without a record (or
     whose outputs its arguments do not tell) reads its tensor inputs and writes unknown tensors.
     ``kernel``: the kernel's name (a cat's TensorList dtype is only in it). None when the op records
-    no shapes."""
+    no shapes. ``strides``: Kineto's Input Strides (a broadcast input is read once per stored element)."""
     if not isinstance(op, str) or not isinstance(dims, list):
         return None
-    call = OpCall(op, dims, types or [], None, concrete if isinstance(concrete, list) else None, kernel=kernel)
+    call = OpCall(op, dims, types or [], strides if isinstance(strides, list) else None,
+                  concrete if isinstance(concrete, list) else None, kernel=kernel)
     if is_inductor_kernel(op):
         return inductor_io(call, roles)
     family = lookup(op)

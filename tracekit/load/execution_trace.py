@@ -313,26 +313,49 @@ def read_execution_trace(path: str | Path, rf_ids: Iterable[int] | None = None) 
     return ExecutionTrace(str(p), schema, kept, seen, p.stat().st_size, header.get("json_bytes", 0))
 
 
+def _unrecorded_list(kind, dims) -> bool:
+    """A list argument Kineto records without its tensors: "TensorList" (Tensor[]), or an untyped empty
+    entry ('' with dims []) as it writes Tensor?[] (the indices of index and index_put)."""
+    return kind == "TensorList" or (kind == "" and dims == [])
+
+
+def _list_entries(tensors, type_text: str) -> list | None:
+    """A list argument's entries in order, None where the list holds an undefined tensor (the parsed
+    tuple leaves those out; its type text names them); None when they cannot be lined up."""
+    if not isinstance(tensors, tuple) or not tensors or not all(isinstance(t, ETTensor) and t.dtype for t in tensors):
+        return None
+    listed = _list_types(type_text)
+    if not listed:
+        return list(tensors)
+    undefined = ["nullptr" in item for item in listed]
+    if undefined.count(False) != len(tensors):
+        return None
+    kept = iter(tensors)
+    return [None if u else next(kept) for u in undefined]
+
+
 def fill_tensor_lists(df, et: ExecutionTrace) -> int:
-    """Give TensorList arguments the shapes and per-tensor dtypes the execution trace recorded for the
-    same op call (Kineto records a list's type as "TensorList", no dtype, and torch 2.11 no shapes
-    either: ``[]``); returns how many rows gained them. Fused optimizers and ``_foreach_*`` ops are
-    costed from these."""
+    """Give list arguments the shapes and per-tensor dtypes the execution trace recorded for the same op
+    call (Kineto records a Tensor[]'s type as "TensorList", no dtype, and torch 2.11 no shapes either:
+    ``[]``; a Tensor?[] as '' and ``[]``); returns how many rows gained them. Fused optimizers,
+    ``_foreach_*`` ops and index/index_put are costed from these. An undefined entry (a None index:
+    the whole dim) is ``[]`` with type ''."""
     filled = 0
     for idx, rf, op, dims, types in zip(df.index, df["op_rf_id"], df["op"], df["op_dims"], df["op_types"]):
-        if rf == -1 or not isinstance(dims, list) or not isinstance(types, list) or "TensorList" not in types:
+        if rf == -1 or not isinstance(dims, list) or not isinstance(types, list) or not any(
+                _unrecorded_list(k, d) for k, d in zip(types, dims)):
             continue
         node = et.nodes.get(rf)
         if node is None or node.name != op:
             continue
         new_dims, new_types, changed = list(dims), list(types), False
         for i, kind in enumerate(types):
-            if kind != "TensorList" or i >= len(node.inputs) or i >= len(dims):
+            if i >= len(node.inputs) or i >= len(dims) or not _unrecorded_list(kind, dims[i]):
                 continue
-            tensors = node.inputs[i]
-            if isinstance(tensors, tuple) and tensors and all(isinstance(t, ETTensor) and t.dtype for t in tensors):
-                new_dims[i] = [list(t.shape) for t in tensors]
-                new_types[i] = [t.dtype for t in tensors]
+            entries = _list_entries(node.inputs[i], node.input_types[i] if i < len(node.input_types) else "")
+            if entries is not None:
+                new_dims[i] = [list(t.shape) if t is not None else [] for t in entries]
+                new_types[i] = [t.dtype if t is not None else "" for t in entries]
                 changed = True
         if changed:
             df.at[idx, "op_dims"], df.at[idx, "op_types"] = new_dims, new_types

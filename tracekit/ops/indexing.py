@@ -33,6 +33,17 @@ def _index_put_io(call: OpCall) -> IO:
     return IO(reads, (region,))
 
 
+def _index_add_io(call: OpCall) -> IO:
+    """index_add_(self, dim, index, source, alpha): index + source read, the indexed region of ``self``
+    (the source's size) read and written back; out-of-place ``index_add`` reads ``self`` whole and
+    writes a result of its size."""
+    self_, index, source = need(call.tensor(0), "self"), need(call.tensor(2), "index"), need(call.tensor(3), "source")
+    if call.name.endswith("_"):
+        region = _like(self_, source.shape)
+        return IO((index, source, region), (region,))
+    return IO((self_, index, source), (self_,))
+
+
 def _gather_io(call: OpCall) -> IO:
     """gather(self, dim, index, sparse_grad[, out]): index + one element of self per index read."""
     self_, index = need(call.tensor(0), "self"), need(call.tensor(2), "index")
@@ -73,10 +84,14 @@ def _nll_loss_io(call: OpCall) -> IO:
 
 def _nll_loss_backward_io(call: OpCall) -> IO:
     """nll_loss_backward(grad_output, self [N, C], target, weight, reduction, ignore_index, total_weight):
-    the [N, C] gradient written once (zeros but one entry per row), the target read."""
+    the target (and the weight of each target's class) read, one gradient entry per row written. The
+    [N, C] zeros around them are written before, by the op's own ``zero_`` (a fill kernel of its own,
+    costed as aten::fill_), so they are not counted here again."""
     grad, logits, target = call.tensor(0), need(call.tensor(1), "self"), need(call.tensor(2), "target")
-    reads = (target,) + ((grad,) if grad is not None else ())
-    return IO(reads, (logits,))
+    weight = call.tensor(3)
+    picked = _like(logits, target.shape)
+    reads = (target,) + ((grad,) if grad is not None else ()) + ((_like(weight, target.shape),) if weight else ())
+    return IO(reads, (picked,))
 
 
 def _elements(call: OpCall, io: IO) -> float:
@@ -87,6 +102,10 @@ register(OpFamily("index_copy", aten("index_copy_", "index_copy"), "elementwise"
                   model="index_copy: index + source read, the indexed region written"))
 register(OpFamily("index_put", aten("index_put_", "index_put", "_index_put_impl_"), "elementwise", _index_put_io,
                   model="index_put: values (+ indices) read, the indexed region written (accumulate: read too)"))
+register(OpFamily("index_add", aten("index_add_", "index_add"), "elementwise", _index_add_io,
+                  lambda call, io: float(need(call.tensor(3), "source").numel),
+                  model="index_add: index + source read, the indexed region read and written (one add per "
+                        "source element)"))
 register(OpFamily("gather", aten("gather"), "elementwise", _gather_io,
                   model="gather: index + one element per index read, result written"))
 register(OpFamily("scatter", aten("scatter", "scatter_", "scatter_add", "scatter_add_"), "elementwise", _scatter_io,
@@ -97,26 +116,38 @@ register(OpFamily("nll_loss", aten("nll_loss_forward", "nll_loss2d_forward"), "r
                   lambda call, io: float(io.reads[0].numel),
                   model="nll_loss: target + one logit per target read, loss written"))
 register(OpFamily("nll_loss_backward", aten("nll_loss_backward", "nll_loss2d_backward"), "elementwise",
-                  _nll_loss_backward_io, model="nll_loss backward: target read, [N, C] gradient written once"))
+                  _nll_loss_backward_io, model="nll_loss backward: target read, one gradient entry per row written "
+                                               "(the zeros: the op's fill kernel)"))
 def _index_io(call: OpCall) -> IO:
-    """index(self, indices): with integer index tensors on the leading dims, a gather: the indices and
-    the rows they pick read, the result (broadcast index shape + the remaining dims) written. Boolean
-    masks give a data-dependent size, and this profiler may not record the index shapes: no cost then."""
+    """index(self, indices): integer index tensors are a gather: the indices and the elements they pick
+    read, the result written. An undefined entry (None, from the execution trace: type '') keeps its
+    dim whole; the result is the dims before the indexed ones, the broadcast index shape, the dims
+    after (indexed dims apart: the broadcast shape first, as PyTorch does). Boolean masks give a
+    data-dependent size, and Kineto records no index shapes (the execution trace does): no cost then."""
     x = need(call.tensor(0), "self")
     dims = call.dims[1] if len(call.dims) > 1 else None
     if not isinstance(dims, list) or not dims or not all(isinstance(d, list) for d in dims):
         raise ValueError("index shapes not recorded (an execution trace gives them)")
-    indices = [Tensor(tuple(d), "int64", 8) for d in dims]
-    if any(t == "bool" for t in (call.types[1:2] or [])):
+    kinds = call.types[1] if len(call.types) > 1 else None       # per-index dtypes where an ET gave them
+    if kinds == "bool" or (isinstance(kinds, list) and any(k == "bool" for k in kinds)):
         raise ValueError("boolean mask index: the result size depends on the data")
-    shape = broadcast(*(t.shape for t in indices)) + tuple(x.shape[len(indices):])
+    at = [j for j, k in enumerate(kinds) if k != ""] if isinstance(kinds, list) else list(range(len(dims)))
+    indices = call.tensor_list(1) if isinstance(kinds, list) else [Tensor(tuple(d), "int64", 8) for d in dims]
+    if not at or len(indices) != len(at) or at[-1] >= len(x.shape):
+        raise ValueError("index list does not match self's dims")
+    picked = broadcast(*(t.shape for t in indices))
+    rest = [d for j, d in enumerate(x.shape) if j not in at]
+    if at == list(range(at[0], at[-1] + 1)):
+        shape = tuple(x.shape[:at[0]]) + picked + tuple(x.shape[at[-1] + 1:])
+    else:
+        shape = picked + tuple(rest)
     rows = _like(x, shape)
     return IO((*indices, rows), (rows,))
 
 
 register(OpFamily("index", aten("index"), "elementwise", _index_io,
                   model="index: indices + the rows they pick read, result written"))
-register(OpFamily("indexing", aten("index_add", "index_add_", "scatter_reduce", "embedding_backward",
+register(OpFamily("indexing", aten("scatter_reduce", "embedding_backward",
                                    "select_backward", "slice_backward", "repeat_interleave"), "elementwise"))
 
 

@@ -82,7 +82,7 @@ class OpFamily:
                 f"{call.name}: inputs not understood (ValueError)"
         except (IndexError, TypeError, ZeroDivisionError, KeyError, AttributeError) as exc:
             return f"{call.name}: inputs not understood ({type(exc).__name__})"
-        nbytes = float(sum(t.nbytes for t in io.reads) + sum(t.nbytes for t in io.writes or ()))
+        nbytes = float(sum(t.nbytes for t in io.reads) + sum(t.numel * t.itemsize for t in io.writes or ()))
         model = self.model(call) if callable(self.model) else self.model
         return Cost(flops=flops, bytes=nbytes, dtype=dtype, unit=self.unit, model=model)
 

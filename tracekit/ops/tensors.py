@@ -37,6 +37,7 @@ class Tensor:
     shape: tuple[int, ...]
     dtype: str          # short name: fp32, bf16, ...
     itemsize: int
+    stored: int | None = None   # a broadcast view (stride 0 on some dims): the elements it addresses
 
     @property
     def numel(self) -> int:
@@ -44,7 +45,8 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * self.itemsize
+        """Bytes to read it once: a broadcast view's distinct elements, not its logical size."""
+        return (self.numel if self.stored is None else self.stored) * self.itemsize
 
 
 @dataclass
@@ -66,6 +68,11 @@ class OpCall:
         shape = self.dims[i]
         if dtype is None or not isinstance(shape, list) or any(not isinstance(d, int) for d in shape):
             return None
+        strides = self.strides[i] if isinstance(self.strides, list) and i < len(self.strides) else None
+        if isinstance(strides, list) and len(strides) == len(shape) and 0 in strides:    # an expand()ed view
+            stored = math.prod(d for d, s in zip(shape, strides) if s != 0)
+            if stored < math.prod(shape):
+                return Tensor(tuple(shape), *dtype, stored=stored)
         return Tensor(tuple(shape), *dtype)
 
     def tensors(self) -> list[Tensor]:
@@ -80,9 +87,9 @@ class OpCall:
         kinds = self.types[i] if i < len(self.types) else None
         if isinstance(kinds, list) and len(kinds) == len(shapes):     # per-tensor dtypes (from an ET)
             sizes = {v[0]: v[1] for v in DTYPES.values()}
-            if all(k in sizes for k in kinds):
-                return [Tensor(tuple(s), k, sizes[k]) for s, k in zip(shapes, kinds)
-                        if all(isinstance(d, int) for d in s)]
+            defined = [(s, k) for s, k in zip(shapes, kinds) if k != ""]    # '': an undefined (None) entry
+            if defined and all(k in sizes for _, k in defined):
+                return [Tensor(tuple(s), k, sizes[k]) for s, k in defined if all(isinstance(d, int) for d in s)]
         first = next((t for t in self.tensors()), None)
         dtype = first.dtype if first else self.kernel_dtype()
         opaque = _OPAQUE.search(self.kernel)
