@@ -154,12 +154,20 @@ def expected_groups(doc: dict) -> tuple[list, list]:
     per-step sums; those with FLOPs and bytes (roofline) and those with bytes only (bandwidth strip)."""
     steps = {s["step"] for s in doc["steps"]}
     g = defaultdict(lambda: [0.0, 0.0, 0.0])
+    # a kernel whose op call's cost another kernel carries (cost_note names it) groups with that kernel's
+    # dtype and bound: the chunks of a fused optimizer are one group with all their time
+    carrier = {(k["step"], k["op"], k["name"][:60]): (k["dtype"], k["bound"]) for k in doc["kernels"]
+               if k["floor_us"] is not None}
+    sibling = "op cost counted on sibling kernel "
     for k in doc["kernels"]:
         if k["step"] not in steps:
             continue
         dims = " ".join("x".join(map(str, d)) if isinstance(d, list) and d and all(isinstance(v, int) for v in d)
                         else "" for d in (k["op_dims"] or [])).strip() if isinstance(k["op_dims"], list) else ""
-        key = (k["name"], k["op"], dims, k["category"], k["dtype"], k["bound"], tuple(k["fused_ops"] or ()))
+        dtype, bound = k["dtype"], k["bound"]
+        if (k["cost_note"] or "").startswith(sibling):
+            dtype, bound = carrier[(k["step"], k["op"], k["cost_note"][len(sibling):])]
+        key = (k["name"], k["op"], dims, k["category"], dtype, bound, tuple(k["fused_ops"] or ()))
         s = g[key]
         s[0] += k["flops"] or 0.0
         s[1] += k["bytes"] or 0.0
