@@ -2,16 +2,31 @@
 fp16, batch 32 × 128 tokens with an attention mask (the last quarter of each row padded),
 torch.inference_mode(). One step = one forward call (the default root-module step rule)."""
 import argparse
+import contextlib
 import time
 
 import torch
 from transformers import BertConfig, BertModel
 
 
+@contextlib.contextmanager
+def nvtx_range(on: bool):
+    """NVTX range 'step_ncu' around one call, for ``ncu --nvtx-include 'regex:step_ncu.*/'``."""
+    if on:
+        torch.cuda.nvtx.range_push("step_ncu")
+    try:
+        yield
+    finally:
+        if on:
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_pop()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--nvtx-step", type=int, default=-1, help="NVTX range 'step_ncu' around this call (ncu)")
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = p.parse_args()
@@ -27,8 +42,9 @@ def main():
           f"attention {model.config._attn_implementation}", flush=True)
     with torch.inference_mode():
         t0 = time.perf_counter()
-        for _ in range(a.iters):
-            out = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        for i in range(a.iters):
+            with nvtx_range(a.nvtx_step == i):
+                out = model(input_ids=ids, attention_mask=mask).last_hidden_state
         if dev.type == "cuda":
             torch.cuda.synchronize()
     print(f"bert_infer: {a.iters} forwards {time.perf_counter() - t0:.3f} s; out {tuple(out.shape)} "

@@ -4,6 +4,7 @@ renormalised), tokens gathered per expert (index_select), SwiGLU experts, result
 (index_add_). bf16 weights, fused AdamW. One step = one call of train_step
 (capture with --step-fn moe_train:train_step)."""
 import argparse
+import contextlib
 import time
 
 import torch
@@ -97,6 +98,19 @@ def train_step(model, opt, x, y):
     return loss
 
 
+@contextlib.contextmanager
+def nvtx_range(on: bool):
+    """NVTX range 'step_ncu' around one call, for ``ncu --nvtx-include 'regex:step_ncu.*/'``."""
+    if on:
+        torch.cuda.nvtx.range_push("step_ncu")
+    try:
+        yield
+    finally:
+        if on:
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_pop()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--layers", type=int, default=2)
@@ -108,6 +122,7 @@ def main():
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--vocab", type=int, default=32000)
+    p.add_argument("--nvtx-step", type=int, default=-1, help="NVTX range 'step_ncu' around this call (ncu)")
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = p.parse_args()
@@ -122,8 +137,9 @@ def main():
     print(f"moe_train: params {sum(q.numel() for q in model.parameters())}, layers {a.layers} d {a.d} "
           f"experts {a.experts} top {a.top} seq {a.seq} batch {a.batch}", flush=True)
     t0 = time.perf_counter()
-    for _ in range(a.iters):
-        loss = train_step(model, opt, x, y)
+    for i in range(a.iters):
+        with nvtx_range(a.nvtx_step == i):
+            loss = train_step(model, opt, x, y)
     print(f"moe_train: {a.iters} steps {time.perf_counter() - t0:.3f} s, loss {loss.item():.4f}", flush=True)
 
 

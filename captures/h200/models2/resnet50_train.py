@@ -2,6 +2,7 @@
 (foreach), cross-entropy on random labels. One step = one call of train_step
 (capture with --step-fn resnet50_train:train_step)."""
 import argparse
+import contextlib
 import time
 
 import torch
@@ -18,10 +19,24 @@ def train_step(model, opt, x, y):
     return loss
 
 
+@contextlib.contextmanager
+def nvtx_range(on: bool):
+    """NVTX range 'step_ncu' around one call, for ``ncu --nvtx-include 'regex:step_ncu.*/'``."""
+    if on:
+        torch.cuda.nvtx.range_push("step_ncu")
+    try:
+        yield
+    finally:
+        if on:
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_pop()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--res", type=int, default=224)
+    p.add_argument("--nvtx-step", type=int, default=-1, help="NVTX range 'step_ncu' around this call (ncu)")
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = p.parse_args()
@@ -35,8 +50,9 @@ def main():
     print(f"resnet50_train: params {sum(q.numel() for q in model.parameters())}, batch {a.batch}, res {a.res}",
           flush=True)
     t0 = time.perf_counter()
-    for _ in range(a.iters):
-        loss = train_step(model, opt, x, y)
+    for i in range(a.iters):
+        with nvtx_range(a.nvtx_step == i):
+            loss = train_step(model, opt, x, y)
     print(f"resnet50_train: {a.iters} steps {time.perf_counter() - t0:.3f} s, loss {loss.item():.4f}", flush=True)
 
 

@@ -23,11 +23,20 @@ job() {
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
 python3 -c "import sys, torch, torchvision, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'torchvision', torchvision.__version__, 'transformers', transformers.__version__)"
 python3 -c "import tracekit; print('tracekit from', tracekit.__file__)"
+ncu --version | tail -1
 for j in ${*:-resnet50_train vit_train moe_train bert_infer}; do case $j in
   resnet50_train) job $j 120 $TK resnet50_train.py -o $B/resnet50_train --step-fn resnet50_train:train_step --warmup 2 --steps 3 -- --iters 6 ;;
   vit_train)      job $j 120 $TK vit_train.py -o $B/vit_train --step-fn vit_train:train_step --warmup 2 --steps 3 -- --iters 6 ;;
   moe_train)      job $j 120 $TK moe_train.py -o $B/moe_train --step-fn moe_train:train_step --warmup 2 --steps 3 -- --iters 6 ;;
   bert_infer)     job $j 120 $TK bert_infer.py -o $B/bert_infer --warmup 2 --steps 3 -- --iters 6 ;;
+  ncu_*)          # Nsight Compute DRAM counters of every kernel of the 5th call (the bundle's last profiled
+                  # step), caches flushed before each kernel: ncu_resnet50_train, ncu_moe_train, ncu_bert_infer
+    m=${j#ncu_}
+    job $j 200 ncu --clock-control none --nvtx --nvtx-include "regex:step_ncu.*/" \
+      --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum --csv \
+      python3 $m.py --iters 6 --nvtx-step 4 > $OUT/${m}_ncu_raw.txt 2>&1
+    grep -v '^"' $OUT/${m}_ncu_raw.txt | tail -5; grep '^"' $OUT/${m}_ncu_raw.txt | gzip > $OUT/${m}_ncu.csv.gz
+    echo "ncu csv lines: $(zcat $OUT/${m}_ncu.csv.gz | wc -l)"; rm -f $OUT/${m}_ncu_raw.txt ;;
 esac; done
 ls -la $B/*
 } 2>&1 | tee $OUT/capture_log.txt
