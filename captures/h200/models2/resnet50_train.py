@@ -21,22 +21,23 @@ def train_step(model, opt, x, y):
 
 @contextlib.contextmanager
 def nvtx_range(on: bool):
-    """NVTX range 'step_ncu' around one call, for ``ncu --nvtx-include 'regex:step_ncu.*/'``."""
-    if on:
-        torch.cuda.nvtx.range_push("step_ncu")
+    """NVTX start/end range 'step_ncu' around one call, for ``ncu --nvtx-include 'regex:step_ncu'``: a
+    start/end range holds the kernels every thread launches (backward runs on autograd's own thread,
+    outside a push/pop range of this one)."""
+    handle = torch.cuda.nvtx.range_start("step_ncu") if on else None
     try:
         yield
     finally:
         if on:
             torch.cuda.synchronize()
-            torch.cuda.nvtx.range_pop()
+            torch.cuda.nvtx.range_end(handle)
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--res", type=int, default=224)
-    p.add_argument("--nvtx-step", type=int, default=-1, help="NVTX range 'step_ncu' around this call (ncu)")
+    p.add_argument("--nvtx-step", type=int, default=-1, help="NVTX start/end range 'step_ncu' around this call (ncu)")
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = p.parse_args()

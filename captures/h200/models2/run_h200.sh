@@ -32,7 +32,7 @@ for j in ${*:-resnet50_train vit_train moe_train bert_infer}; do case $j in
   ncu_*)          # Nsight Compute DRAM counters of every kernel of the 5th call (the bundle's last profiled
                   # step), caches flushed before each kernel: ncu_resnet50_train, ncu_moe_train, ncu_bert_infer
     m=${j#ncu_}
-    job $j 200 ncu --clock-control none --nvtx --nvtx-include "regex:step_ncu.*/" \
+    job $j 200 ncu --clock-control none --nvtx --nvtx-include "regex:step_ncu" \
       --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum --csv \
       python3 $m.py --iters 6 --nvtx-step 4 > $OUT/${m}_ncu_raw.txt 2>&1
     grep -v '^"' $OUT/${m}_ncu_raw.txt | tail -5; grep '^"' $OUT/${m}_ncu_raw.txt | gzip > $OUT/${m}_ncu.csv.gz
