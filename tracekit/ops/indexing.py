@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from tracekit.ops.table import IO, OpFamily, aten, register
-from tracekit.ops.tensors import OpCall, Tensor, broadcast, need
+from tracekit.ops.tensors import OpCall, Tensor, broadcast, need, picked
 
 
 def _like(t: Tensor, shape) -> Tensor:
@@ -47,9 +47,8 @@ def _index_add_io(call: OpCall) -> IO:
 def _gather_io(call: OpCall) -> IO:
     """gather(self, dim, index, sparse_grad[, out]): index + one element of self per index read."""
     self_, index = need(call.tensor(0), "self"), need(call.tensor(2), "index")
-    picked = _like(self_, index.shape)
     out = call.tensor(4)
-    return IO((index, picked), (out if out is not None else picked,))
+    return IO((index, picked(self_, index.shape)), (out if out is not None else _like(self_, index.shape),))
 
 
 def _scatter_io(call: OpCall) -> IO:
@@ -135,14 +134,13 @@ def _index_io(call: OpCall) -> IO:
     indices = call.tensor_list(1) if isinstance(kinds, list) else [Tensor(tuple(d), "int64", 8) for d in dims]
     if not at or len(indices) != len(at) or at[-1] >= len(x.shape):
         raise ValueError("index list does not match self's dims")
-    picked = broadcast(*(t.shape for t in indices))
+    index_shape = broadcast(*(t.shape for t in indices))
     rest = [d for j, d in enumerate(x.shape) if j not in at]
     if at == list(range(at[0], at[-1] + 1)):
-        shape = tuple(x.shape[:at[0]]) + picked + tuple(x.shape[at[-1] + 1:])
+        shape = tuple(x.shape[:at[0]]) + index_shape + tuple(x.shape[at[-1] + 1:])
     else:
-        shape = picked + tuple(rest)
-    rows = _like(x, shape)
-    return IO((*indices, rows), (rows,))
+        shape = index_shape + tuple(rest)
+    return IO((*indices, picked(x, shape)), (_like(x, shape),))
 
 
 register(OpFamily("index", aten("index"), "elementwise", _index_io,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from tracekit.ops.table import IO, OpFamily, aten, register
-from tracekit.ops.tensors import SCALAR_TYPES, OpCall, Tensor, need
+from tracekit.ops.tensors import SCALAR_TYPES, OpCall, Tensor, need, picked
 
 def _like(t: Tensor, shape=None, dtype: tuple[str, int] | None = None) -> Tensor:
     return Tensor(tuple(shape if shape is not None else t.shape), *(dtype or (t.dtype, t.itemsize)))
@@ -50,8 +50,8 @@ def _gather_io(call: OpCall) -> IO:
         table, index = need(call.tensor(0), "self"), need(call.tensor(2), "index")
         dim = call.value(1) or 0
         row_shape = (math.prod(table.shape) // table.shape[dim],)
-    rows = _like(table, index.shape + tuple(row_shape))
-    return IO((index, rows), (rows,))
+    shape = index.shape + tuple(row_shape)
+    return IO((index, picked(table, shape)), (_like(table, shape),))
 
 
 def _lists(call: OpCall) -> list[list[Tensor]]:

@@ -49,6 +49,17 @@ class Tensor:
         return (self.numel if self.stored is None else self.stored) * self.itemsize
 
 
+def picked(source: Tensor, shape) -> Tensor:
+    """The elements a gather reads from ``source`` to fill ``shape``: one per output element, but no
+    more than ``source`` stores (an index that repeats, e.g. every token of type 0, reads a row once).
+    Indices are otherwise taken as distinct: repeats in the data make the kernel read less."""
+    shape = tuple(shape)
+    have = source.numel if source.stored is None else source.stored
+    if math.prod(shape) > have:
+        return Tensor(shape, source.dtype, source.itemsize, stored=have)
+    return Tensor(shape, source.dtype, source.itemsize)
+
+
 @dataclass
 class OpCall:
     """One launching op as recorded: ``dims``/``types``/``strides``/``concrete`` are Kineto's lists."""
