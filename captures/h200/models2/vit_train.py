@@ -1,6 +1,7 @@
 """torchvision ViT-B/16 training step: random init, bf16 autocast, fused AdamW, cross-entropy on random
 labels. One step = one call of train_step (capture with --step-fn vit_train:train_step)."""
 import argparse
+import contextlib
 import time
 
 import torch
@@ -17,9 +18,24 @@ def train_step(model, opt, x, y):
     return loss
 
 
+@contextlib.contextmanager
+def nvtx_range(on: bool):
+    """NVTX start/end range 'step_ncu' around one call, for ``ncu --nvtx-include 'regex:step_ncu'``: a
+    start/end range holds the kernels every thread launches (backward runs on autograd's own thread,
+    outside a push/pop range of this one)."""
+    handle = torch.cuda.nvtx.range_start("step_ncu") if on else None
+    try:
+        yield
+    finally:
+        if on:
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_end(handle)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--nvtx-step", type=int, default=-1, help="NVTX start/end range 'step_ncu' around this call (ncu)")
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = p.parse_args()
@@ -32,8 +48,9 @@ def main():
     y = torch.randint(0, 1000, (a.batch,), generator=g).to(dev)
     print(f"vit_train: params {sum(q.numel() for q in model.parameters())}, batch {a.batch}", flush=True)
     t0 = time.perf_counter()
-    for _ in range(a.iters):
-        loss = train_step(model, opt, x, y)
+    for i in range(a.iters):
+        with nvtx_range(a.nvtx_step == i):
+            loss = train_step(model, opt, x, y)
     print(f"vit_train: {a.iters} steps {time.perf_counter() - t0:.3f} s, loss {loss.item():.4f}", flush=True)
 
 
