@@ -46,6 +46,7 @@ class ETTensor:
     dtype: str | None = None         # short name (bf16, fp32, ...) from the node's types
     shape: tuple[int, ...] = ()
     distinct: int = -1               # elements at distinct addresses (an expanded view: fewer); -1: numel
+    strides: tuple[int, ...] = ()    # as recorded (where they match the shape)
 
     @property
     def nbytes(self) -> int:
@@ -188,11 +189,13 @@ def _tensor(value, type_text, shape, strides=None) -> ETTensor | None:
     device = value[5] if len(value) > 5 and isinstance(value[5], str) else ""
     dims = tuple(d for d in shape if isinstance(d, int)) if isinstance(shape, list) else ()
     distinct = -1
-    if isinstance(strides, list) and len(strides) == len(dims) and 0 in strides:
+    kept = tuple(strides) if isinstance(strides, list) and len(strides) == len(dims) and all(
+        isinstance(st, int) for st in strides) else ()
+    if 0 in kept:
         distinct = 1
-        for d, st in zip(dims, strides):
+        for d, st in zip(dims, kept):
             distinct *= d if st != 0 else 1
-    return ETTensor(storage, offset, numel, itemsize, device, _dtype(type_text), dims, distinct)
+    return ETTensor(storage, offset, numel, itemsize, device, _dtype(type_text), dims, distinct, kept)
 
 
 def _list_types(type_text) -> list[str]:
@@ -341,7 +344,9 @@ def fill_tensor_lists(df, et: ExecutionTrace) -> int:
     ``_foreach_*`` ops and index/index_put are costed from these. An undefined entry (a None index:
     the whole dim) is ``[]`` with type ''."""
     filled = 0
-    for idx, rf, op, dims, types in zip(df.index, df["op_rf_id"], df["op"], df["op_dims"], df["op_types"]):
+    all_strides = df["op_strides"] if "op_strides" in df else [None] * len(df)
+    for idx, rf, op, dims, types, strides in zip(df.index, df["op_rf_id"], df["op"], df["op_dims"], df["op_types"],
+                                                 all_strides):
         if rf == -1 or not isinstance(dims, list) or not isinstance(types, list) or not any(
                 _unrecorded_list(k, d) for k, d in zip(types, dims)):
             continue
@@ -349,6 +354,7 @@ def fill_tensor_lists(df, et: ExecutionTrace) -> int:
         if node is None or node.name != op:
             continue
         new_dims, new_types, changed = list(dims), list(types), False
+        new_strides = list(strides) if isinstance(strides, list) and len(strides) == len(dims) else None
         for i, kind in enumerate(types):
             if i >= len(node.inputs) or i >= len(dims) or not _unrecorded_list(kind, dims[i]):
                 continue
@@ -356,8 +362,12 @@ def fill_tensor_lists(df, et: ExecutionTrace) -> int:
             if entries is not None:
                 new_dims[i] = [list(t.shape) if t is not None else [] for t in entries]
                 new_types[i] = [t.dtype if t is not None else "" for t in entries]
+                if new_strides is not None:          # per entry: an expand()ed entry is read once per element
+                    new_strides[i] = [list(t.strides) if t is not None else [] for t in entries]
                 changed = True
         if changed:
             df.at[idx, "op_dims"], df.at[idx, "op_types"] = new_dims, new_types
+            if new_strides is not None:
+                df.at[idx, "op_strides"] = new_strides
             filled += 1
     return filled

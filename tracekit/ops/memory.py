@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from tracekit.ops.table import IO, OpFamily, aten, register
-from tracekit.ops.tensors import SCALAR_TYPES, OpCall, Tensor, need, picked
+from tracekit.ops.tensors import SCALAR_TYPES, OpCall, Tensor, need, picked, result_dtype
 
 def _like(t: Tensor, shape=None, dtype: tuple[str, int] | None = None) -> Tensor:
     return Tensor(tuple(shape if shape is not None else t.shape), *(dtype or (t.dtype, t.itemsize)))
@@ -38,7 +38,8 @@ def _cat_io(call: OpCall) -> IO:
     if not parts:
         raise ValueError("no tensor list")
     total = sum(p.numel for p in parts)
-    return IO(tuple(parts), (Tensor((total,), parts[0].dtype, parts[0].itemsize),))
+    out = result_dtype(parts) or parts[0]            # mixed dtypes promote (ViT's fp32 class token + bf16)
+    return IO(tuple(parts), (Tensor((total,), out.dtype, out.itemsize),))
 
 
 def _gather_io(call: OpCall) -> IO:

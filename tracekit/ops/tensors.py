@@ -49,6 +49,15 @@ class Tensor:
         return (self.numel if self.stored is None else self.stored) * self.itemsize
 
 
+def _viewed(t: Tensor, strides) -> Tensor:
+    """``t`` as read through ``strides``: an expand()ed view (a stride of 0) stores fewer elements."""
+    if isinstance(strides, list) and len(strides) == len(t.shape) and 0 in strides:
+        stored = math.prod(d for d, s in zip(t.shape, strides) if s != 0)
+        if stored < t.numel:
+            return Tensor(t.shape, t.dtype, t.itemsize, stored=stored)
+    return t
+
+
 def picked(source: Tensor, shape) -> Tensor:
     """The elements a gather reads from ``source`` to fill ``shape``: one per output element, but no
     more than ``source`` stores (an index that repeats, e.g. every token of type 0, reads a row once).
@@ -80,11 +89,7 @@ class OpCall:
         if dtype is None or not isinstance(shape, list) or any(not isinstance(d, int) for d in shape):
             return None
         strides = self.strides[i] if isinstance(self.strides, list) and i < len(self.strides) else None
-        if isinstance(strides, list) and len(strides) == len(shape) and 0 in strides:    # an expand()ed view
-            stored = math.prod(d for d, s in zip(shape, strides) if s != 0)
-            if stored < math.prod(shape):
-                return Tensor(tuple(shape), *dtype, stored=stored)
-        return Tensor(tuple(shape), *dtype)
+        return _viewed(Tensor(tuple(shape), *dtype), strides)
 
     def tensors(self) -> list[Tensor]:
         return [t for t in (self.tensor(i) for i in range(len(self.dims))) if t is not None]
@@ -98,9 +103,12 @@ class OpCall:
         kinds = self.types[i] if i < len(self.types) else None
         if isinstance(kinds, list) and len(kinds) == len(shapes):     # per-tensor dtypes (from an ET)
             sizes = {v[0]: v[1] for v in DTYPES.values()}
-            defined = [(s, k) for s, k in zip(shapes, kinds) if k != ""]    # '': an undefined (None) entry
-            if defined and all(k in sizes for _, k in defined):
-                return [Tensor(tuple(s), k, sizes[k]) for s, k in defined if all(isinstance(d, int) for d in s)]
+            strides = self.strides[i] if isinstance(self.strides, list) and i < len(self.strides) else None
+            per = strides if isinstance(strides, list) and len(strides) == len(shapes) else [None] * len(shapes)
+            defined = [(s, k, st) for s, k, st in zip(shapes, kinds, per) if k != ""]    # '': an undefined entry
+            if defined and all(k in sizes for _, k, _ in defined):
+                return [_viewed(Tensor(tuple(s), k, sizes[k]), st) for s, k, st in defined
+                        if all(isinstance(d, int) for d in s)]
         first = next((t for t in self.tensors()), None)
         dtype = first.dtype if first else self.kernel_dtype()
         opaque = _OPAQUE.search(self.kernel)
