@@ -2,25 +2,12 @@
 fp16, batch 32 × 128 tokens with an attention mask (the last quarter of each row padded),
 torch.inference_mode(). One step = one forward call (the default root-module step rule)."""
 import argparse
-import contextlib
 import time
 
 import torch
 from transformers import BertConfig, BertModel
 
-
-@contextlib.contextmanager
-def nvtx_range(on: bool):
-    """NVTX start/end range 'step_ncu' around one call, for ``ncu --nvtx-include 'regex:step_ncu'``: a
-    start/end range holds the kernels every thread launches (backward runs on autograd's own thread,
-    outside a push/pop range of this one)."""
-    handle = torch.cuda.nvtx.range_start("step_ncu") if on else None
-    try:
-        yield
-    finally:
-        if on:
-            torch.cuda.synchronize()
-            torch.cuda.nvtx.range_end(handle)
+from _common import nvtx_range  # the script's folder is on sys.path
 
 
 def main():

@@ -4,12 +4,13 @@ renormalised), tokens gathered per expert (index_select), SwiGLU experts, result
 (index_add_). bf16 weights, fused AdamW. One step = one call of train_step
 (capture with --step-fn moe_train:train_step)."""
 import argparse
-import contextlib
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from _common import nvtx_range  # the script's folder is on sys.path
 
 
 class RMSNorm(nn.Module):
@@ -96,20 +97,6 @@ def train_step(model, opt, x, y):
     opt.step()
     opt.zero_grad(set_to_none=True)
     return loss
-
-
-@contextlib.contextmanager
-def nvtx_range(on: bool):
-    """NVTX start/end range 'step_ncu' around one call, for ``ncu --nvtx-include 'regex:step_ncu'``: a
-    start/end range holds the kernels every thread launches (backward runs on autograd's own thread,
-    outside a push/pop range of this one)."""
-    handle = torch.cuda.nvtx.range_start("step_ncu") if on else None
-    try:
-        yield
-    finally:
-        if on:
-            torch.cuda.synchronize()
-            torch.cuda.nvtx.range_end(handle)
 
 
 def main():

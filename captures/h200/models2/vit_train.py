@@ -1,35 +1,12 @@
 """torchvision ViT-B/16 training step: random init, bf16 autocast, fused AdamW, cross-entropy on random
 labels. One step = one call of train_step (capture with --step-fn vit_train:train_step)."""
 import argparse
-import contextlib
 import time
 
 import torch
-import torch.nn.functional as F
 import torchvision
 
-
-def train_step(model, opt, x, y):
-    with torch.autocast(x.device.type, dtype=torch.bfloat16):
-        loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    return loss
-
-
-@contextlib.contextmanager
-def nvtx_range(on: bool):
-    """NVTX start/end range 'step_ncu' around one call, for ``ncu --nvtx-include 'regex:step_ncu'``: a
-    start/end range holds the kernels every thread launches (backward runs on autograd's own thread,
-    outside a push/pop range of this one)."""
-    handle = torch.cuda.nvtx.range_start("step_ncu") if on else None
-    try:
-        yield
-    finally:
-        if on:
-            torch.cuda.synchronize()
-            torch.cuda.nvtx.range_end(handle)
+from _common import nvtx_range, train_step  # the script's folder is on sys.path
 
 
 def main():
