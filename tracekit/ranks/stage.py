@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.errors import TracekitError
+from tracekit.gcpause import collector_paused
 from tracekit.ops.collectives import collective_of
 
 KERNEL_FIELDS = ("name", "kind", "category", "stream", "start_us", "dur_us", "step", "flops", "bytes",
@@ -58,7 +59,13 @@ def to_parquet(df: pd.DataFrame) -> bytes:
 
 def rank_stage(task: dict) -> dict:
     """One rank: {key, label, path, rank_hint, step_marker, device, spec, skip, cache} → {key, label,
-    rank, world_size, device, spec, warnings, steps, table (Parquet bytes), error}."""
+    rank, world_size, device, spec, warnings, steps, table (Parquet bytes), error}. The cycle collector
+    is paused for it, in a pool's or Dask's worker as in the command's own process."""
+    with collector_paused():
+        return _rank_stage(task)
+
+
+def _rank_stage(task: dict) -> dict:
     from tracekit.analyze import analyze_path
     from tracekit.model import cache
 
