@@ -38,10 +38,12 @@ class Value:
 
 def _read_sigs(io: IO, memo: dict) -> list:
     """(element count, dtype) of each tensor ``io`` reads, once per IO object (rows share them); a
-    broadcast view counts the elements it stores (it reads the tensor an earlier call wrote)."""
+    broadcast view, or a gather capped at its source, counts the elements stored (the tensor an earlier
+    call wrote); a partial read (a strided conv's input) the whole tensor, which its producer wrote."""
     got = memo.get(id(io))
     if got is None:
-        got = memo[id(io)] = (io, [(t.numel if t.stored is None else t.stored, t.dtype) for t in io.reads],
+        got = memo[id(io)] = (io, [(t.numel if t.stored is None or t.partial else t.stored, t.dtype)
+                                   for t in io.reads],
                               [(t.numel, t.dtype) for t in io.writes or ()])
     return got
 

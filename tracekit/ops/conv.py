@@ -48,7 +48,7 @@ def read_input(x: Tensor, kernel, out_spatial, stride, padding, dilation) -> Ten
     spatial = [touched(i, o, k, s, p, d) for i, o, k, s, p, d in
                zip(x.shape[2:], out_spatial, kernel, stride, padding, dilation)]
     stored = x.shape[0] * x.shape[1] * math.prod(spatial)
-    return Tensor(x.shape, x.dtype, x.itemsize, stored=stored) if stored < math.prod(x.shape) else x
+    return Tensor(x.shape, x.dtype, x.itemsize, stored=stored, partial=True) if stored < math.prod(x.shape) else x
 
 
 def conv_shapes(call: OpCall):
@@ -97,10 +97,15 @@ def _conv_backward_io(call: OpCall) -> IO:
     if len(mask) > 2 and mask[2]:
         writes.append(Tensor((gy.shape[1],), gy.dtype, gy.itemsize))
     x_read = x
-    if not bool(call.value(7)) and x.stored is None:
+    args = [call.value(i) for i in (4, 5, 6)]                     # stride, padding, dilation as recorded
+    if not bool(call.value(7)) and x.stored is None and all(a is not None for a in args):
         rank = len(x.shape) - 2
-        x_read = read_input(x, w.shape[2:], gy.shape[2:], _tuple(call.value(4), rank, 1),
-                            _tuple(call.value(5), rank, 0), _tuple(call.value(6), rank, 1))
+        stride, padding, dilation = _tuple(args[0], rank, 1), _tuple(args[1], rank, 0), _tuple(args[2], rank, 1)
+        kernel = w.shape[2:]
+        out = [(i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in zip(x.shape[2:], stride, padding, dilation,
+                                                                                kernel)]
+        if out == list(gy.shape[2:]):                             # the arguments say what grad_output's size does
+            x_read = read_input(x, kernel, out, stride, padding, dilation)
     return IO((gy, x_read, w), tuple(writes))
 
 

@@ -88,9 +88,8 @@ def _nll_loss_backward_io(call: OpCall) -> IO:
     costed as aten::fill_), so they are not counted here again."""
     grad, logits, target = call.tensor(0), need(call.tensor(1), "self"), need(call.tensor(2), "target")
     weight = call.tensor(3)
-    picked = _like(logits, target.shape)
-    reads = (target,) + ((grad,) if grad is not None else ()) + ((_like(weight, target.shape),) if weight else ())
-    return IO(reads, (picked,))
+    reads = (target,) + ((grad,) if grad is not None else ()) + ((picked(weight, target.shape),) if weight else ())
+    return IO(reads, (_like(logits, target.shape),))
 
 
 def _elements(call: OpCall, io: IO) -> float:

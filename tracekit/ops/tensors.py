@@ -37,7 +37,9 @@ class Tensor:
     shape: tuple[int, ...]
     dtype: str          # short name: fp32, bf16, ...
     itemsize: int
-    stored: int | None = None   # a broadcast view (stride 0 on some dims): the elements it addresses
+    stored: int | None = None   # fewer elements are read: a broadcast view's, a gather's source, a conv's windows
+    partial: bool = False       # ``stored`` counts positions read of a tensor written whole (a strided conv's
+                                # input), not a view of a smaller one: its producer wrote ``numel``
 
     @property
     def numel(self) -> int:
