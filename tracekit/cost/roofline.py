@@ -210,6 +210,17 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
     return df
 
 
+def carrier_text(df: pd.DataFrame, col: str) -> pd.Series:
+    """``col`` as text, a kernel whose cost its op call's carrier holds (a chunk of a foreach or fused
+    optimizer op, a split-K reduce) taking the carrier's value: same-named chunks group with it."""
+    text = df[col].astype(object).where(df[col].notna(), None)
+    sibling = df["covered"] & df["floor_us"].isna() & (df["op_id"] != -1) if "covered" in df else None
+    if sibling is not None and sibling.any():
+        carriers = df[df["floor_us"].notna() & (df["op_id"] != -1)].drop_duplicates("op_id")
+        text = text.where(~sibling, df["op_id"].map(carriers.set_index("op_id")[col]))
+    return text.fillna("-").astype(str)
+
+
 def _op_level_gaps(df: pd.DataFrame, floor: np.ndarray) -> None:
     """gap = time / floor, where the time of an op call with several kernels (split-K reduce, cuDNN
     helpers, a foreach op launched in chunks) is all its kernels' time, set against the floor the

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.cost.multi import compute_rate, on_device, peak_key, ridge, roof_kind, same_spec
-from tracekit.cost.roofline import roofline_terms
+from tracekit.cost.roofline import carrier_text, roofline_terms
 from tracekit.fusion.dataflow import fused_op_count, step_fusion
 from tracekit.report.document import step_table
 from tracekit.report.fmt import _shapes
@@ -140,8 +140,8 @@ def _kernel_groups(trace, top: int) -> list[tuple[dict, np.ndarray]]:
         return []
     n = max(1, len(trace.steps))
     keys = pd.DataFrame({"name": df["name"].astype(str), "op": df["op"].fillna("-").astype(str),
-                         "shapes": df["op_dims"].map(_shapes), "dtype": df["dtype"].fillna("-").astype(str),
-                         "unit": df["compute_unit"].fillna("-").astype(str)}, index=df.index)
+                         "shapes": df["op_dims"].map(_shapes), "dtype": carrier_text(df, "dtype"),
+                         "unit": carrier_text(df, "compute_unit")}, index=df.index)
     groups = []
     for key, labels in keys.groupby(list(keys.columns), sort=False).groups.items():
         rows = df.loc[labels]
@@ -163,16 +163,23 @@ def _kernels(trace, views: list, top: int) -> list[dict]:
     terms = [roofline_terms(trace.kernels, spec) for spec, _, _ in views]
     position = pd.Series(np.arange(len(trace.kernels)), index=trace.kernels.index)
     costed = trace.kernels["flops"].notna().to_numpy()
+    # the time a carrier's floor is set against: all its op call's kernels (gap = op time / floor)
+    op_time = (trace.kernels["gap"] * trace.kernels["floor_us"]).to_numpy(dtype=float)
     for info, labels in _kernel_groups(trace, top):
         at = position.loc[labels].to_numpy()
         entry = {**info, "devices": []}
         entry["fused_ops"] = list(info["fused_ops"]) if isinstance(info["fused_ops"], list) else None
         for (spec, view, own), (compute, memory) in zip(views, terms):
             floors = view.kernels["floor_us"].to_numpy(dtype=float)[at]
-            floor = float(floors.sum()) / n if not np.isnan(floors).any() else None
+            covered = view.kernels["covered"].to_numpy(dtype=bool)[at] if "covered" in view.kernels else \
+                ~np.isnan(floors)             # an op call's chunks: its floor is on the carrier kernel
+            carried = ~np.isnan(floors)
+            floor = float(floors[carried].sum()) / n if covered.all() and carried.any() else None
             c = float(compute[at].sum()) / n if costed[at].any() else None     # no cost model: no compute term
             m = _num(np.nansum(memory[at]) / n) if not np.isnan(memory[at]).all() else None
             dur = info["dur_us_per_step"]
+            if own and floor is not None and dur is not None:
+                dur = float(np.nansum(op_time[at][carried])) / n
             each = floor / info["count_per_step"] if floor is not None else None     # one kernel's floor
             entry["devices"].append({"spec": spec.id, "trace_device": own, "compute_us": c, "memory_us": m,
                                      "floor_us": floor, "bound": _bound(c, m, each, spec.launch_us),

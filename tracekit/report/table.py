@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tracekit.cost.roofline import carrier_text
 from tracekit.model.trace import Trace
 from tracekit.report.document import step_table
 from tracekit.report.fmt import (
@@ -43,17 +44,6 @@ ON_SECOND_LINE = ("op", "bound", "category", "dtype", "shapes")   # dropped text
 STEP_COLUMNS = ("step", "kernels", "kernel time", "GPU busy", "idle", "gap", "floor", "costed")
 
 
-def _carrier_text(df: pd.DataFrame, col: str) -> pd.Series:
-    """``col`` as text, a kernel whose cost its op call's carrier holds (a chunk of a foreach or fused
-    optimizer op, a split-K reduce) taking the carrier's value: same-named chunks group with it."""
-    text = df[col].astype(object).where(df[col].notna(), None)
-    sibling = df["covered"] & df["floor_us"].isna() & (df["op_id"] != -1) if "covered" in df else None
-    if sibling is not None and sibling.any():
-        carriers = df[df["floor_us"].notna() & (df["op_id"] != -1)].drop_duplicates("op_id")
-        text = text.where(~sibling, df["op_id"].map(carriers.set_index("op_id")[col]))
-    return text.fillna("-").astype(str)
-
-
 def kernel_groups(trace: Trace) -> pd.DataFrame:
     """Kernels grouped by (name, op, shapes), per-step means over the steps' kernels (kernels outside
     every step are left out when there are steps), sorted by time. A group's gap is its time over its
@@ -67,14 +57,18 @@ def kernel_groups(trace: Trace) -> pd.DataFrame:
     n_steps = max(1, len(trace.steps))
     view = df.assign(shapes=df["op_dims"].map(_shapes), op_name=df["op"].fillna("-").astype(str),
                      fused=df["fused_ops"].map(lambda o: "+".join(o) if isinstance(o, list) else ""),
-                     dtype_s=_carrier_text(df, "dtype"), bound_s=_carrier_text(df, "bound"),
-                     counted=df["covered"] if "covered" in df else df["floor_us"].notna())
+                     dtype_s=carrier_text(df, "dtype"), bound_s=carrier_text(df, "bound"),
+                     counted=df["covered"] if "covered" in df else df["floor_us"].notna(),
+                     op_time=df["gap"] * df["floor_us"])      # a carrier's op call: all its kernels' time
     g = view.groupby(["name", "op_name", "shapes", "category", "dtype_s", "bound_s", "fused"], sort=False, dropna=False)
     out = g.agg(count=("dur_us", "size"), dur_us=("dur_us", "sum"), timed=("dur_us", "count"), flops=("flops", "sum"),
-                bytes=("bytes", "sum"), floor_us=("floor_us", "sum"), floored=("counted", "sum")).reset_index()
+                bytes=("bytes", "sum"), floor_us=("floor_us", "sum"), floored=("counted", "sum"),
+                op_time=("op_time", "sum"), carriers=("floor_us", "count")).reset_index()
     out["dur_us"] = out["dur_us"].where(out["timed"] > 0)          # graphs without timings stay unknown
-    out["all_floored"] = (out["floored"] == out["count"]) & (out["floor_us"] > 0)
-    out["gap"] = out["dur_us"] / out["floor_us"].where(out["all_floored"])
+    out["all_floored"] = (out["floored"] == out["count"]) & (out["carriers"] > 0)
+    out["floor_us"] = out["floor_us"].where(out["carriers"] > 0)   # chunks whose op's floor another group holds
+    # the gap of the op calls whose floor the group carries (their kernels' time wherever they are grouped)
+    out["gap"] = out["op_time"] / out["floor_us"].where(out["all_floored"])
     for c in ("count", "dur_us", "flops", "bytes", "floor_us"):
         out[c] = out[c] / n_steps
     key = "dur_us" if out["timed"].any() else "floor_us"           # untimed graphs: biggest floors first
