@@ -69,11 +69,16 @@ def test_the_cached_table_keeps_every_column_and_value(cache_on):
                                           "group_size": 2, "source": "kernel args"}
 
 
-def test_shape_lists_read_back_shared_as_the_loader_shares_them(cache_on):
+def test_shape_lists_read_back_shared_as_the_loader_shares_them(cache_on, monkeypatch):
     """Rows with one op-shape text hold one decoded list, fresh or from the cache, so that the stages'
     per-signature memos (model.keys.ValueKeys) work out each key once."""
     path = H200 / "seed_eager_b128.json.gz"
-    for trace in (analyze.load_normalised(path), analyze.load_normalised(path)):    # miss, then hit
+    fresh = analyze.load_normalised(path)                                          # a miss: the loader's
+
+    def no_read(*a, **k):
+        raise AssertionError("the trace was read again")
+    monkeypatch.setattr(analyze, "load_trace", no_read)
+    for trace in (fresh, analyze.load_normalised(path)):                          # then a hit: the cache's
         dims = [d for d in trace.kernels["op_dims"] if isinstance(d, list)]
         texts = {repr(d) for d in dims}
         assert len(dims) > len(texts) and len({id(d) for d in dims}) == len(texts)
