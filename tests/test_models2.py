@@ -177,3 +177,20 @@ def test_a_strided_conv_reads_the_tensor_its_producer_wrote_in_the_dataflow(tmp_
                 and v.tensor.dtype == x.dtype]
         assert v.producer is not None and f["nodes"][v.producer].op in ("aten::clamp_min_", "aten::relu_",
                                                                           "aten::add_", "aten::relu")
+
+
+def test_top_table_sets_every_covered_kernel_against_one_floor_once():
+    """ResNet-50 training: batch norm backward runs as a reduce and an elementwise kernel, and which of
+    the two carries the op call's floor varies by call. Each group's gap is the time of the op calls
+    whose floor it carries over that floor, so over all groups the time set against floors is every
+    covered kernel's time, once; a group holding only chunks of calls carried elsewhere shows no gap."""
+    from tracekit.analyze import analyze_path
+    from tracekit.report.table import top_groups
+    trace = analyze_path(MODELS2 / "resnet50_train")[0]
+    groups = top_groups(trace)
+    df = trace.kernels[trace.kernels["step"] >= 0]
+    with_gap = groups[groups["gap"].notna()]
+    assert (with_gap["gap"] * with_gap["floor_us"]).sum() == pytest.approx(
+        df.loc[df["covered"], "dur_us"].sum() / len(trace.steps), rel=1e-9)
+    bn = groups[groups["op_name"] == "aten::native_batch_norm_backward"]
+    assert len(bn) >= 2 and (bn["gap"].dropna() > 1).all()
