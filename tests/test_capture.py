@@ -232,3 +232,18 @@ def test_copy_kernel_files_keeps_sources_and_marks_vanished_ones(tmp_path, monke
     copied = copy_kernel_files({str(src), str(gone)}, kdir)
     assert copied == {str(src): src.name, str(gone): None}
     assert (kdir / src.name).read_text() == src.read_text()
+
+
+@pytest.mark.parametrize("source", ["from steps import train_step\n", "import steps as train_step\n",
+                                    "def make():\n    return len\ntrain_step = make()\n"])
+def test_step_fn_the_script_imports_or_assigns_is_wrapped(source):
+    """--step-fn script:train_step where the script binds train_step by import or assignment (the
+    models2 scripts import theirs from _common.py): wrapped right after the binding statement."""
+    from tracekit.capture.script import WRAP_NAME, wrap_in_script
+    code = wrap_in_script(source + "after = train_step\n", Path("script.py"), "train_step")
+    assert code is not None
+    sys.modules.setdefault("steps", type(sys)("steps")).train_step = len
+    ns = {WRAP_NAME: lambda fn: ("wrapped", fn)}
+    exec(code, ns)
+    assert ns["train_step"][0] == "wrapped" and ns["after"] is ns["train_step"]
+    assert wrap_in_script("other = 1\n", Path("script.py"), "train_step") is None

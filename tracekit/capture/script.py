@@ -36,14 +36,17 @@ def is_mlx_script(source: str) -> bool:
 
 def wrap_in_script(source: str, path: Path, target: str) -> types.CodeType | None:
     """Recompile the script so that, right after ``def fn`` (or ``class C`` for ``C.fn``) runs at
-    module level, the function is replaced by its step wrapper. None when the script defines no such name."""
+    module level, the function is replaced by its step wrapper; a function the script imports
+    (``from steps import fn``) or assigns (``fn = make_step()``) is wrapped right after that statement.
+    None when the script binds no such name."""
     tree = ast.parse(source, str(path))
     owner, _, attr = target.rpartition(".")
     found = False
 
     def after(node: ast.stmt) -> list[ast.stmt]:
         nonlocal found
-        if not owner and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == attr:
+        if not owner and (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == attr
+                          or attr in _bound_names(node)):
             stmt = f"{attr} = {WRAP_NAME}({attr})"
         elif owner and isinstance(node, ast.ClassDef) and node.name == owner:
             stmt = f"{owner}.{attr} = {WRAP_NAME}({owner}.__dict__[{attr!r}])"
@@ -70,6 +73,15 @@ def wrap_in_script(source: str, path: Path, target: str) -> types.CodeType | Non
 
     tree.body = walk(tree.body)
     return compile(tree, str(path.resolve()), "exec", dont_inherit=True) if found else None
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    """Names a module-level import or plain assignment binds."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, ast.Assign):
+        return {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return set()
 
 
 def install_step_fn(session, spec: str, path: Path, source: str, code: types.CodeType):
