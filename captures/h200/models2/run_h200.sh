@@ -6,8 +6,9 @@ export PYTHONUNBUFFERED=1
 B=$OUT/bundles
 mkdir -p $B
 T0=$(date +%s)
+export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_models2     # one compile cache for the capture and the ncu run
 python3 -m pip install -q --no-deps --root-user-action=ignore .device/wheels/*.whl 2>&1 | tail -1
-export PYTHONPATH=$PWD/.device/tk-m2
+export PYTHONPATH=$PWD/${TK_DIR:-.device/tk-m2}
 cd captures/h200/models2        # the repo root's tracekit/ must not shadow the frozen copy
 TK="python3 -m tracekit capture"
 left() { echo $(( 540 - ($(date +%s) - T0) )); }
@@ -29,6 +30,14 @@ for j in ${*:-resnet50_train vit_train moe_train bert_infer}; do case $j in
   vit_train)      job $j 120 $TK vit_train.py -o $B/vit_train --step-fn vit_train:train_step --warmup 2 --steps 3 -- --iters 6 ;;
   moe_train)      job $j 120 $TK moe_train.py -o $B/moe_train --step-fn moe_train:train_step --warmup 2 --steps 3 -- --iters 6 ;;
   bert_infer)     job $j 120 $TK bert_infer.py -o $B/bert_infer --warmup 2 --steps 3 -- --iters 6 ;;
+  vit_compile)    job $j 200 $TK vit_train.py -o $B/vit_train_compile --step-fn vit_train:train_step --warmup 3 --steps 3 -- --iters 7 --compile ;;
+  ncu_vit_compile) # as ncu_* below, for the compiled ViT (its 6th call: the bundle's last profiled step)
+    job $j 240 ncu --clock-control none --nvtx --nvtx-include "regex:step_ncu" \
+      --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum --csv \
+      env TORCHINDUCTOR_COMPILE_THREADS=1 python3 vit_train.py --iters 7 --nvtx-step 5 --compile \
+      > $OUT/vit_compile_ncu_raw.txt 2>&1      # no compile worker processes under ncu (one segfaulted)
+    grep -v '^"' $OUT/vit_compile_ncu_raw.txt | tail -5; grep '^"' $OUT/vit_compile_ncu_raw.txt | gzip > $OUT/vit_train_compile_ncu.csv.gz
+    echo "ncu csv lines: $(zcat $OUT/vit_train_compile_ncu.csv.gz | wc -l)"; rm -f $OUT/vit_compile_ncu_raw.txt ;;
   ncu_*)          # Nsight Compute DRAM counters of every kernel of the 5th call (the bundle's last profiled
                   # step), caches flushed before each kernel: ncu_resnet50_train, ncu_moe_train, ncu_bert_infer
     m=${j#ncu_}
