@@ -126,3 +126,15 @@ def test_compile_bundle_reads_pointer_roles_from_the_kept_kernel_source():
     assert len(relu) == 5
     assert relu[0]["bytes"] == 2 * 2 * 128 * 1024          # in_out_ptr0: read once + written once
     assert "pointer roles from kernel source" in relu[0]["cost_note"]
+
+
+def test_costed_share_counts_a_cudnn_calls_memset_against_the_calls_floor():
+    """The block's cuDNN attention call launches a memset and the attention kernel; the call's floor
+    sits on the attention kernel, and the memset's time counts against it: the whole trace is costed,
+    in the summary as in every step (the summary had counted only kernels with a floor of their own)."""
+    doc = explain_json(H200 / "block_eager.json.gz")
+    memsets = [k for k in doc["kernels"] if k["kind"] == "memset"]
+    assert len(memsets) == 5 and all(k["floor_us"] is None and k["op"] == "aten::_cudnn_attention_forward"
+                                     for k in memsets)
+    assert doc["summary"]["costed_time_pct"] == 100.0
+    assert doc["summary"]["costed_pct_per_step"] == [100.0] * 5

@@ -107,7 +107,8 @@ def explain_dict(trace: Trace) -> dict:
         "idle_us_per_step": [r["idle_us"] for r in step_rows],
         **{f"{f}_per_step": [r[f] for r in step_rows] for f in HOST_FIELDS},
         "kernel_us_total": float(df["dur_us"].sum()) if len(df) else 0.0,
-        "costed_time_pct": _clean(100.0 * df.loc[df["floor_us"].notna(), "dur_us"].sum() / df["dur_us"].sum())
+        # time set against a floor: a kernel's own, or its op call's (a cuDNN call's memset, an optimizer's chunks)
+        "costed_time_pct": _clean(100.0 * df.loc[df["covered"], "dur_us"].sum() / df["dur_us"].sum())
         if len(df) and df["dur_us"].sum() > 0 else None,
         "by_category": {c: {"count": int(r["count"]), "count_per_step": float(r["count"]) / n_steps,
                             "dur_us": float(r["sum"])} for c, r in by_cat.iterrows()} if by_cat is not None else {},
