@@ -211,13 +211,15 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
 
 
 def carrier_text(df: pd.DataFrame, col: str) -> pd.Series:
-    """``col`` as text, a kernel whose cost its op call's carrier holds (a chunk of a foreach or fused
-    optimizer op, a split-K reduce) taking the carrier's value: same-named chunks group with it."""
+    """``col`` as text, a kernel whose cost its op call's carrier holds and that has the carrier's name
+    (a chunk of a foreach or fused optimizer op) taking the carrier's value, so that it groups with it;
+    other kernels of the call (a split-K reduce, a memset) keep their own."""
     text = df[col].astype(object).where(df[col].notna(), None)
     sibling = df["covered"] & df["floor_us"].isna() & (df["op_id"] != -1) if "covered" in df else None
     if sibling is not None and sibling.any():
-        carriers = df[df["floor_us"].notna() & (df["op_id"] != -1)].drop_duplicates("op_id")
-        text = text.where(~sibling, df["op_id"].map(carriers.set_index("op_id")[col]))
+        carriers = df[df["floor_us"].notna() & (df["op_id"] != -1)].drop_duplicates("op_id").set_index("op_id")
+        chunk = sibling & (df["op_id"].map(carriers["name"]) == df["name"])
+        text = text.where(~chunk, df["op_id"].map(carriers[col]))
     return text.fillna("-").astype(str)
 
 
