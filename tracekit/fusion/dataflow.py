@@ -48,23 +48,15 @@ def _read_sigs(io: IO, memo: dict) -> list:
     return got
 
 
-def link(nodes: list[Node], merge_outside: bool = False) -> list[Value]:
+def link(nodes: list[Node], memo: dict | None = None) -> tuple[list[Value], list[Value]]:
     """Tensor versions by size and launch order: a read takes the latest earlier write of the same
     element count and dtype in the step (a view between kernels keeps both). Only one input of a
     kernel binds to that write; a read with no write to take is an outside tensor of that op call:
     nothing in a Kineto trace proves that two op calls read one tensor, so same-sized outside reads
-    of different calls (the equal-shaped weights of two layers) stay two tensors — unless
-    ``merge_outside``, which takes every same-sized outside read as one tensor (the fewest bytes the
-    step could read: what a provable bound needs)."""
-    values, merged = link_both(nodes)
-    if not merge_outside:
-        return values
-    return merged + [v for v in values if v.producer is not None]
-
-
-def link_both(nodes: list[Node], memo: dict | None = None) -> tuple[list[Value], list[Value]]:
-    """``link(nodes)`` and, from the same pass, the outside values of ``link(nodes, merge_outside=True)``
-    (its written values are the same: reads bind to writes alike either way)."""
+    of different calls (the equal-shaped weights of two layers) stay two tensors. Returns those values
+    and, from the same pass, the outside reads merged: every same-sized outside read taken as one
+    tensor (the fewest bytes the step could read: what a provable bound needs; the written values are
+    the same either way). ``memo``: each op call's tensor sizes, shared by the steps of one table."""
     values: list[Value] = []
     last: dict = {}
     outside: dict = {}
@@ -171,7 +163,7 @@ def step_fusion(trace, step: int, sk=None, rows: list | None = None, memo: dict 
             sk = df[df["step"] == step]
         nodes, n_rows = build_nodes(sk.sort_values("start_us", kind="stable"), trace.spec), len(sk)
     exact = bool(nodes) and all(n.exact is not None for n in nodes)
-    values, merged_outside = (exact_values(nodes), []) if exact else link_both(nodes, memo)
+    values, merged_outside = (exact_values(nodes), []) if exact else link(nodes, memo)
     unknown = [] if exact else [n for n in nodes if n.io is None or n.io.writes is None]
     inter = [v for v in values if v.intermediate]
     outside = [v for v in values if v.producer is None]
