@@ -3,6 +3,7 @@
 # Usage (repo root of the device copy): OUT=/some/dir bash <scripts>/serving/run_h200.sh
 #   <scripts> holds serving/ and modules/ (this folder and its sibling); TK_DIR = a frozen tracekit copy
 #   (git archive of the commit named in README.md), WHEELS = msgspec/orjson cp312 wheels.
+#   PARTS: which of 'serving modules' to run (both by default).
 #   SERVE_ARGS, MODULE_ARGS_gpt, MODULE_ARGS_llama: extra script arguments (the CPU check's tiny sizes).
 # Results: $OUT/serving.tar, $OUT/modules.tar, $OUT/capture_log.txt, $OUT/nvidia-smi.txt.
 export PYTHONUNBUFFERED=1
@@ -29,14 +30,17 @@ export PYTHONPATH=${TK_DIR:?}:/tmp/site
 python3 -c "import sys, torch, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'transformers', transformers.__version__, 'gpu', torch.cuda.get_device_name(0))"
 cd $S        # run from the scripts' folder: the repo root's tracekit/ must not shadow the frozen copy
 python3 -c "import tracekit, msgspec, orjson; print('tracekit from', tracekit.__file__, 'msgspec', msgspec.__version__, 'orjson', orjson.__version__)"
+if [[ " ${PARTS:-serving modules} " == *" serving "* ]]; then
 # A: the serving engine with its own profiler sessions (capture traces, steady-state window, mixed)
 job serve 150 python3 serve_decode.py --out $W/serving $SERVE_ARGS
 # A, item 4: the same engine under tracekit capture, no profiler of its own; the graphs are captured
-# during the 44 warm-up iterations' set-up (side sessions -> graph_capture_G.json.gz); 30 iterations
+# before the 45 warm-up iterations (4 decode, 1 prefill, 40 timed decode) (side sessions -> graph_capture_G.json.gz); 30 iterations
 # recorded: the 20 of the window and the 10 of the mixed plan
 job serve_tkcapture 150 python3 -m tracekit capture serve_decode.py -o $W/serving/serve_decode_tkcapture \
-    --step-fn serve_decode:engine_iteration --warmup 44 --steps 30 -- --no-profile --out $W/serving/noprofile $SERVE_ARGS
+    --step-fn serve_decode:engine_iteration --warmup 45 --steps 30 -- --no-profile --out $W/serving/noprofile $SERVE_ARGS
+fi
 cd $M
+if [[ " ${PARTS:-serving modules} " == *" modules "* ]]; then
 # B: the user's own profiler, with_modules + with_stack; without the stack if the trace is over 3 MB
 for model in gpt llama; do
   name=$([ $model = gpt ] && echo gpt_train || echo llama_decode)
@@ -47,6 +51,7 @@ for model in gpt llama; do
     job modules_${model}_nostack 120 python3 gpt_modules.py --model $model --no-stack --out $W/modules/${name}_nostack $(eval echo \$MODULE_ARGS_$model)
   fi
 done
+fi
 ls -laR $W
 } 2>&1 | tee $OUT/capture_log.txt
 tar -C $W -cf $OUT/serving.tar serving
