@@ -111,13 +111,23 @@ def register(family: OpFamily) -> OpFamily:
 
 
 def lookup(op: str | None) -> OpFamily | None:
-    """The record of an op name (overload suffixes such as ``aten::add.Tensor`` ignored), or None."""
+    """The record of an op name (overload suffixes such as ``aten::add.Tensor`` ignored, and the call-site
+    number SGLang's profiler appends: ``sglang_profiler::attention_paged_attention_ragged_100``), or None."""
     if not isinstance(op, str):
         return None
     found = _BY_OP.get(op)
     if found is None and "." in op.rpartition("::")[2]:
         found = _BY_OP.get(op.rsplit(".", 1)[0])
+    if found is None and op.startswith("sglang_profiler::"):
+        found = _BY_OP.get(site_free(op))
     return found
+
+
+def site_free(op: str) -> str:
+    """An op name without the call-site number SGLang's profiler appends (``..._ragged_100``)."""
+    if op.startswith("sglang_profiler::") and op[-1:].isdigit():
+        return op.rstrip("0123456789").rstrip("_")
+    return op
 
 
 def plain_name(op: str) -> str:
