@@ -17,12 +17,13 @@ from functools import lru_cache
 import pytest
 
 from conftest import DATA, PEERS
-from tracekit.analyze import annotate
+from tracekit.analyze import analyze_path, annotate
 from tracekit.load.graph_replay import map_graph_kernels
 from tracekit.load.kineto import load_trace
 from tracekit.ops import OpCall, cost_of, lookup
 
 SGLANG = PEERS / "tracelens" / "inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
+PREFILL = PEERS / "tracelens" / "inference__sglang_prefilldecode__sglang_Qwen3-8B_prefilldecode.json.gz"
 CAPTURE = PEERS / "tracelens" / "inference__sglang_decode__capture_traces__bs_32_rank0.json.gz"
 GEMM_CSV = DATA / "serving" / "sglang_decode_GEMM.csv"
 T, HIDDEN, BF16 = 32, 4096, 2
@@ -124,6 +125,30 @@ def test_store_cache_writes_the_new_rows_not_the_cache():
     r = one("sglang::store_cache")
     assert r["bytes"] == 2 * 65_536 + 256 + 2 * 65_536 == 262_400
     assert r["flops"] == 0
+
+
+@lru_cache(maxsize=1)
+def prefill_kernels():
+    return analyze_path(PREFILL)[0].kernels
+
+
+def test_prefill_batch_costed_and_its_attention_bound():
+    """TraceLens's eager SGLang prefill trace (one EXTEND batch: 15 requests, 15,360 tokens): 99.995 % of
+    the 492,774 µs of kernel time has a floor (left: 2 op-less kernels, aten::index, one profiler range).
+    aiter::mha_batch_prefill(q [15360,32,128], k/v caches [835874 pages of 1 token, 8, 128], cu_seqlens_q
+    [16], kv_indptr [16], ...): no KV lengths recorded, so K = 15,360 keys (one per token) and the pairs
+    the causal minimum for 15,360 tokens in 15 requests: (15360²/15 + 15360)/2 = 7,872,000 per head
+    (= 15·1024·1025/2: the engine's own annotation says 15 requests of 1024 tokens, no prefix, so the bound
+    is exact here). FLOPs = 2·32 heads·7,872,000·256 = 128,974,848,000; bytes = q 125,829,120 + K, V
+    2·15360·8·128·2 = 62,914,560 + kv_indptr 64 + out 125,829,120 = 314,572,864."""
+    df = prefill_kernels()
+    k = df[df["kind"] == "kernel"]
+    share = k.loc[k["covered"].astype(bool), "dur_us"].sum() / k["dur_us"].sum()
+    assert share == pytest.approx(0.999952, abs=5e-6)
+    r = k[(k["op"] == "aiter::mha_batch_prefill") & k["flops"].notna()]
+    assert len(r) == 36 and set(r["flops"]) == {2 * 32 * 7_872_000 * 256} == {128_974_848_000}
+    assert set(r["bytes"]) == {125_829_120 + 62_914_560 + 64 + 125_829_120} == {314_572_864}
+    assert "pairs assumed = the causal minimum for 15360 query tokens in 15 requests" in r.iloc[0]["cost_note"]
 
 
 def _gemm_signatures():
@@ -242,3 +267,32 @@ def test_fused_moe_touched_experts_synthetic(tokens, experts):
     assert c.flops == 2 * tokens * 8 * (1536 * 2048 + 2048 * 768)
     assert c.bytes == experts * per_expert + 2 * tokens * 2048 * 2 + 2 * tokens * 8 * 4
     assert f"= {experts}" in c.model
+
+
+def test_flashinfer_paged_run_hnd_layout_synthetic():
+    """SYNTHETIC (no FlashInfer trace here): flashinfer::<uri>_paged_run(float_ws, int_ws, plan_info, q
+    [32, 32, 128], k/v cache [4096 pages, 8 heads, 16 tokens, 128] (HND: layout 1), qo_indptr [33],
+    kv_indptr [33], kv_indices, last_page_len [32], o [32, 32, 128], lse, mask_mode, layout, ...): the uri
+    part of the name is ignored; heads read from dim 1 in HND. K = 32 keys (not recorded):
+    q 262,144 + K, V 2·32·8·128·2 = 131,072 + kv_indptr 132 + o 262,144."""
+    name = "flashinfer::batch_prefill_with_kv_cache_dtype_q_bf16_dtype_kv_bf16_head_dim_qk_128_paged_run"
+    cache = [4096, 8, 16, 128]
+    c = cost_of(call(name, [[1024], [1024], [], [32, 32, 128], cache, cache, [33], [33], [4096], [32],
+                            [32, 32, 128], [], [], []],
+                     ["unsigned char", "unsigned char", "", B, B, B, I32, I32, I32, I32, B, "", S, S],
+                     [""] * 12 + ["0", "1"]))
+    assert lookup(name).name == "paged_attention"
+    assert c.bytes == 262_144 + 131_072 + 132 + 262_144 and c.flops == 2 * 32 * 32 * 256
+
+
+def test_paged_attention_v1_with_recorded_seq_lens_synthetic():
+    """SYNTHETIC: _C::paged_attention_v1 with seq_lens values given (as an execution trace would hold
+    them): out, query [4, 32, 128], key_cache [512, 8, 16, 16, 8] (x = 8), value_cache [512, 8, 128, 16],
+    num_kv_heads, scale, block_tables [4, 64], seq_lens [4] = 100, 200, 300, 400: K = 1000 keys, decode
+    (one query per request): pairs = 1000 per head; bytes = q 32,768 + K, V 2·1000·8·128·2 = 4,096,000 +
+    seq_lens 16 + out 32,768; FLOPs 2·32·1000·256 = 16,384,000; the row says K was recorded."""
+    dims = [[4, 32, 128], [4, 32, 128], [512, 8, 16, 16, 8], [512, 8, 128, 16], [], [], [4, 64], [4]]
+    c = cost_of(call("_C::paged_attention_v1", dims, [B, B, B, B, S, S, I32, I32],
+                     ["", "", "", "", "8", "0.088", "", "[100, 200, 300, 400]"]))
+    assert c.bytes == 32_768 + 4_096_000 + 16 + 32_768 and c.flops == 16_384_000
+    assert "K = 1000 keys (recorded)" in c.model and "assumed" not in c.model

@@ -7,18 +7,18 @@ engines call them (argument positions from their traces: TraceLens's SGLang and 
 - ``sglang::store_cache(k, v, k_cache, v_cache, indices, row_bytes, num_split)``: each new token's key
   and value written to its cache row (in the cache's element type); k, v and the indices read; the
   cache itself is not read.
-- Paged / unified decode attention (``sglang_profiler::attention_paged_attention_ragged``,
-  ``aiter::paged_attention_ragged``, ``vllm::unified_attention[_with_output]``, ``_C::paged_attention_v1/v2``):
-  4·T·Hq·K·D FLOPs over the K keys each query token sees; bytes = q + the K keys' K and V rows (cache
-  element type) + out. K comes from the recorded ``kv_indptr`` / ``seq_lens`` values when the trace
-  holds them; these traces do not (the arguments are tensors, their values not recorded), and the row
-  then says so: its K is the lower bound of one key per query token (each decode token attends at least
-  to its own key), labelled in ``cost_note``.
+- Paged / unified attention (``sglang_profiler::attention_paged_attention_ragged``,
+  ``aiter::paged_attention_ragged``, ``aiter::mha_batch_prefill``, FlashInfer's ``..._paged_run``,
+  ``vllm::unified_attention[_with_output]``, ``_C::paged_attention_v1/v2``): 2·Hq·pairs·(D + Dv) FLOPs;
+  bytes = q + the K keys' K and V rows (cache element type) + kv_indptr / seq_lens + out. K comes from
+  the recorded ``kv_indptr`` / ``seq_lens`` values when the trace holds them; Kineto records none (they
+  are tensors), and the row then says so in ``cost_note``: K is the lower bound of one key per query
+  token (a token attends at least to its own key), the pairs the causal minimum for the batch.
 """
 
 from __future__ import annotations
 
-from tracekit.ops.table import IO, OpFamily, register, site_free
+from tracekit.ops.table import IO, OpFamily, canonical_op, register
 from tracekit.ops.tensors import OpCall, Tensor, need
 
 # ---- activation and multiply ------------------------------------------------------------------
@@ -53,16 +53,25 @@ register(OpFamily("sglang_store_cache", ("sglang::store_cache",), "elementwise",
                   model="SGLang store_cache: new k, v and their row indices read + their cache rows written "
                         "(cache element type; the cache is not read)"))
 
-# ---- paged / unified decode attention ---------------------------------------------------------
+# ---- paged / unified attention -----------------------------------------------------------------
 
 # op name -> (q, k_cache or new key, v_cache or new value, out, kv_indptr or seq_lens, kind)
-# kind: "indptr" (kv_indptr [B+1]: K = its last value · page size), "seq_lens" ([B]: K = their sum),
-#       "new" (the op gets this step's new keys only: no KV length recorded)
+# kind: "indptr" (kv_indptr [B+1] over pages, kv_last_page_len two places on), "seq_lens" ([B]),
+#       "new" (the op gets this step's new keys only: no KV length, no request count recorded)
 _PAGED = {
     # aiter::paged_attention_ragged as SGLang's profiler records it: out, workspace, q, k_cache, v_cache,
     # kv_indptr, kv_page_indices, kv_last_page_lens, ... (caches [pages, page_size, Hkv, D])
     "sglang_profiler::attention_paged_attention_ragged": (2, 3, 4, 0, 5, "indptr"),
+    # out, workspace, query, key_cache, value_cache, scale, kv_indptr, kv_page_indices, kv_last_page_lens, ...
     "aiter::paged_attention_ragged": (2, 3, 4, 0, 6, "indptr"),
+    # FlashInfer's batch prefill/decode paged_run (op "flashinfer::<module uri>_paged_run"): float and int
+    # workspaces, plan_info, q, paged_k_cache, paged_v_cache, qo_indptr, paged_kv_indptr, paged_kv_indices,
+    # paged_kv_last_page_len, o, maybe_lse, mask_mode, layout (0 NHD, 1 HND), ...
+    "flashinfer::paged_run": (3, 4, 5, 10, 7, "indptr"),
+    # aiter's paged prefill: q [T, Hq, D], k_cache, v_cache [pages of 1 token, Hkv, D], cu_seqlens_q,
+    # kv_indptr, kv_page_indices, max_seqlen_q, max_seqlen_k, ... (returns out shaped like q)
+    "aiter::mha_batch_prefill": (0, 1, 2, None, 4, "indptr"),
+    "sglang_profiler::mha__mha_batch_prefill": (0, 1, 2, None, 4, "indptr"),
     # vLLM: query [T, Hq, D], key, value [T, Hkv, D] (this step's), output [T, Hq, D]
     "vllm::unified_attention_with_output": (0, 1, 2, 3, None, "new"),
     "vllm::unified_attention": (0, 1, 2, None, None, "new"),
@@ -74,66 +83,87 @@ _PAGED = {
 }
 
 
-def _kv_heads_dim(cache: Tensor, q: Tensor, name: str) -> tuple[int, int]:
-    """(KV heads, value head dim) of a cache or new-key tensor."""
-    if name.startswith("_C::paged_attention"):       # value_cache [blocks, Hkv, D, block_size]
-        return cache.shape[1], cache.shape[2]
-    return cache.shape[-2], cache.shape[-1]          # [..., Hkv, D]
+def _layout(call: OpCall):
+    return _PAGED[canonical_op(call.name)]
 
 
-def kv_tokens(call: OpCall) -> tuple[int, bool]:
-    """Keys read per KV head (summed over the batch's requests) and whether the trace recorded them;
-    not recorded: one key per query token, a lower bound."""
-    qi, ki, _, _, lens_at, kind = _PAGED[site_free(call.name)]
+def _cache_dims(call: OpCall, cache: Tensor) -> tuple[int, int, int]:
+    """(page size, KV heads, head dim) of a paged cache, or (1, heads, dim) of new keys [T, Hkv, D]."""
+    name = canonical_op(call.name)
+    if name.startswith("_C::paged_attention"):       # value_cache [blocks, Hkv, D, block]; key [.., D/x, block, x]
+        return cache.shape[-1] if len(cache.shape) == 4 else cache.shape[3], cache.shape[1], \
+            cache.shape[2] if len(cache.shape) == 4 else cache.shape[2] * cache.shape[4]
+    if len(cache.shape) == 4:
+        if name == "flashinfer::paged_run" and call.value(13) == 1:       # HND: [pages, Hkv, page, D]
+            return cache.shape[2], cache.shape[1], cache.shape[3]
+        return cache.shape[1], cache.shape[2], cache.shape[3]             # NHD: [pages, page, Hkv, D]
+    return 1, cache.shape[-2], cache.shape[-1]
+
+
+def kv_tokens(call: OpCall) -> tuple[int, int, bool]:
+    """(keys read per KV head over the batch, requests, whether the keys are recorded). Not recorded (the
+    usual case: kv_indptr and seq_lens are tensors, their values not in the trace): one key per query
+    token, a lower bound (a query attends at least to its own token's key)."""
+    qi, ki, _, _, lens_at, kind = _layout(call)
     q = need(call.tensor(qi), "query")
+    counts = call.tensor(lens_at) if lens_at is not None else None
+    requests = (counts.shape[0] - (kind == "indptr")) if counts is not None and counts.shape else q.shape[0]
     lens = call.value(lens_at) if lens_at is not None else None
     if isinstance(lens, list) and lens and all(isinstance(x, int) for x in lens):
-        if kind == "indptr":
-            page = need(call.tensor(ki), "k_cache").shape[1] if len(call.tensor(ki).shape) == 4 else 1
-            last = call.value(lens_at + 2)
-            if page == 1:
-                return lens[-1], True
-            if isinstance(last, list) and len(last) >= len(lens) - 1:
-                return (lens[-1] - (len(lens) - 1)) * page + sum(last[:len(lens) - 1]), True
-        elif kind == "seq_lens":
-            return sum(lens), True
-    return q.shape[0], False
+        if kind == "seq_lens":
+            return sum(lens), requests, True
+        page = _cache_dims(call, need(call.tensor(ki), "k_cache"))[0]
+        last = call.value(lens_at + 2)
+        if page == 1:
+            return lens[-1], requests, True
+        if isinstance(last, list) and len(last) >= requests:
+            return (lens[-1] - requests) * page + sum(last[:requests]), requests, True
+    return q.shape[0], max(requests, 1), False
 
 
 def _paged_io(call: OpCall) -> IO:
-    qi, ki, vi, oi, lens_at, _ = _PAGED[site_free(call.name)]
+    qi, ki, vi, oi, lens_at, _ = _layout(call)
     q, k, v = need(call.tensor(qi), "query"), need(call.tensor(ki), "key"), need(call.tensor(vi), "value")
     out = call.tensor(oi) if oi is not None else None
     out = out if out is not None else q
-    tokens, _ = kv_tokens(call)
-    hk, dk = _kv_heads_dim(k, q, call.name)
-    hv, dv = _kv_heads_dim(v, q, call.name)
+    tokens, _, _ = kv_tokens(call)
+    _, hk, dk = _cache_dims(call, k)
+    _, hv, dv = _cache_dims(call, v)
     lens = call.tensor(lens_at) if lens_at is not None else None
     reads = (q, Tensor((tokens, hk, dk), k.dtype, k.itemsize), Tensor((tokens, hv, dv), v.dtype, v.itemsize))
     return IO(reads + ((lens,) if lens is not None else ()), (Tensor(out.shape, out.dtype, out.itemsize),))
 
 
+def pairs_per_head(t: int, keys: int, requests: int, known: bool) -> float:
+    """(query, key) pairs per query head. Decode (one query token per request) with its keys recorded:
+    every key once. Otherwise the fewest a causal batch of T tokens in B requests can have: each request's
+    q_i tokens see at least the q_i(q_i+1)/2 pairs among themselves, least when the requests are equal:
+    (T²/B + T)/2 (T when B = T)."""
+    if known and t == requests:
+        return float(keys)
+    return (t * t / requests + t) / 2.0
+
+
 def _paged_flops(call: OpCall, io: IO) -> float:
-    """Q·Kᵀ and P·V: 2·T·Hq·K·(D + Dv), T query tokens, each attending to K / B keys of its request
-    (summed: T·K/B); decode (T = B) gives 2·Hq·K·(D + Dv)."""
-    q, k_rows, v_rows = io.reads[0], io.reads[1], io.reads[2]
-    qi, _, _, _, lens_at, kind = _PAGED[site_free(call.name)]
+    """Q·Kᵀ and P·V: 2·Hq·pairs·(D + Dv)."""
+    q, v_rows = io.reads[0], io.reads[2]
     t, hq, d = q.shape[0], q.shape[-2] if len(q.shape) == 3 else 1, q.shape[-1]
-    requests = call.tensor(lens_at).shape[0] - (kind == "indptr") if lens_at is not None else t
-    pairs_per_head = k_rows.shape[0] * t / max(requests, 1)
-    return 2.0 * hq * pairs_per_head * (d + v_rows.shape[-1])
+    keys, requests, known = kv_tokens(call)
+    return 2.0 * hq * pairs_per_head(t, keys, requests, known) * (d + v_rows.shape[-1])
 
 
 def _paged_note(call: OpCall) -> str:
-    base = "paged attention: 4·T·Hq·K·D, q + K keys' K and V rows + out"
+    base = "paged attention: 2·Hq·pairs·(D + Dv), q + K keys' K and V rows + out"
     try:
-        tokens, known = kv_tokens(call)
+        keys, requests, known = kv_tokens(call)
+        t = need(call.tensor(_layout(call)[0]), "query").shape[0]
     except (ValueError, IndexError, TypeError, KeyError, AttributeError):
         return base
+    pairs = "" if known and t == requests else f"; pairs assumed = the causal minimum for {t} query tokens in " \
+                                                 f"{requests} requests"
     if known:
-        return f"{base}; K = {tokens} keys (recorded)"
-    return (f"{base}; KV lengths not recorded: K assumed = {tokens} keys (one per query token), "
-            "a lower bound")
+        return f"{base}; K = {keys} keys (recorded){pairs}"
+    return f"{base}; KV lengths not recorded: K assumed = {keys} keys (one per query token), a lower bound{pairs}"
 
 
 register(OpFamily("paged_attention", tuple(_PAGED), "attention", _paged_io, _paged_flops, unit="matrix",
