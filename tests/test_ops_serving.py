@@ -213,6 +213,18 @@ def test_rocm_unquantized_gemm_weight_stored_n_by_k():
     assert c.bytes == (32 * 2880 + 5120 * 2880 + 5120 + 32 * 5120) * 2 == 30_013_440
 
 
+def test_rocm_skinny_and_hipblaslt_gemms_synthetic():
+    """SYNTHETIC, the same product as above: _rocm_C::wvSplitK(weight [5120,2880], x [32,2880], bias
+    [5120], cu_count 304) and aiter::hipb_mm(x [32,2880], weight.t() [2880,5120], solution -1, bias,
+    out_dtype 15 = bf16): 2·32·5120·2880 FLOPs and 30,013,440 B each."""
+    skinny = cost_of(call("_rocm_C::wvSplitK", [[5120, 2880], [32, 2880], [5120], []], [B, B, B, S],
+                          ["", "", "", "304"]))
+    hipb = cost_of(call("aiter::hipb_mm", [[32, 2880], [2880, 5120], [], [5120], [], [], [], []],
+                        [B, B, S, B, S, "", "", ""], ["", "", "-1", "", "15", "", "", ""]))
+    assert skinny.flops == hipb.flops == 2 * 32 * 5120 * 2880
+    assert skinny.bytes == hipb.bytes == 30_013_440
+
+
 # ---- quantised GEMMs and fused MoE: SYNTHETIC calls (no trace here records them), Qwen3 shapes ----
 
 def test_fp8_cutlass_scaled_mm_synthetic():
@@ -255,18 +267,20 @@ def test_gptq_marlin_int4_synthetic():
     assert c.flops == 2 * 32 * 6144 * 4096 and (c.dtype, c.unit) == ("bf16", "matrix")
 
 
-@pytest.mark.parametrize("tokens,experts", [(32, 128), (4, 32)])
-def test_fused_moe_touched_experts_synthetic(tokens, experts):
+@pytest.mark.parametrize("tokens,most", [(32, 128), (4, 32)])
+def test_fused_moe_touched_experts_synthetic(tokens, most):
     """SYNTHETIC, Qwen3-30B-A3B shapes: hidden [T, 2048], w1 [128, 1536, 2048], w2 [128, 2048, 768] bf16,
-    top-8 routing. FLOPs 2·T·8·(1536·2048 + 2048·768); the weights of min(128, T·8) experts read
-    (T = 32: all 128, 1,207,959,552 B; T = 4: 32), hidden + routing + out."""
+    top-8 routing. FLOPs 2·T·8·(1536·2048 + 2048·768); the routing is not recorded, so the weights of
+    the fewest experts a batch can touch, k = 8, are read (9,437,184 B each), with hidden + topk weights
+    (fp32) + ids (int32) + out; the note gives the most, min(128, T·8)."""
     c = cost_of(call("vllm::outplace_fused_experts",
                      [[tokens, 2048], [128, 1536, 2048], [128, 2048, 768], [tokens, 8], [tokens, 8]],
                      [B, B, B, F32, I32]))
     per_expert = (1536 * 2048 + 2048 * 768) * 2
+    assert per_expert == 9_437_184
     assert c.flops == 2 * tokens * 8 * (1536 * 2048 + 2048 * 768)
-    assert c.bytes == experts * per_expert + 2 * tokens * 2048 * 2 + 2 * tokens * 8 * 4
-    assert f"= {experts}" in c.model
+    assert c.bytes == 8 * per_expert + 2 * tokens * 2048 * 2 + 2 * tokens * 8 * 4
+    assert "assumed k = 8, the fewest" in c.model and f"at most min(E, T·k) = {most}" in c.model
 
 
 def test_flashinfer_paged_run_hnd_layout_synthetic():

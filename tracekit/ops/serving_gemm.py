@@ -5,6 +5,9 @@ element, plus its scales and zero points), the result written once.
 - ``aiter::gemm_a16w16(A [M,K], B [N,K], bias, otype, ...)`` and ``vllm::rocm_unquantized_gemm(x, weight
   [N,K], bias)``: the weight is stored [N, K] (``linear``'s layout); the result [M, N] in otype (a
   ScalarType number) or A's dtype.
+- ROCm skinny GEMMs ``_rocm_C::wvSplitK(weight [N,K], x [M,K], [bias,] cu_count)`` and
+  ``_rocm_C::LLMM1(weight, x, rows_per_block)`` (the weight first), and aiter's hipBLASLt entry
+  ``aiter::hipb_mm(mat1 [M,K], mat2 [K,N], solution_index, bias, out_dtype, scale_a, scale_b, ...)``.
 - fp8 / int8 (w8a8): ``_C::cutlass_scaled_mm(out [M,N], a [M,K], b [K,N], a_scales, b_scales, bias)``
   (``_azp`` adds azp_adj, azp), ``aiter::gemm_a8w8[_CK|_bpreshuffle](XQ [M,K], WQ [N,K], x_scale,
   w_scale, out [M,N], bias, ...)``: FLOPs at the operands' fp8 or int8 tensor-core peak.
@@ -12,12 +15,13 @@ element, plus its scales and zero points), the result written once.
   split_k)`` and ``_C::gptq_marlin_gemm(a, c, b_q_weight, ..., workspace, b_q_type, size_m, size_n,
   size_k, ...)``: the weight is dequantised in registers and multiplied at the activation dtype's
   (fp16/bf16) tensor-core peak.
-- Fused MoE ``vllm::outplace_fused_experts`` / ``inplace_fused_experts`` / ``_moe_C::fused_moe``-style
+- Fused MoE ``vllm::outplace_fused_experts`` / ``inplace_fused_experts`` (SGLang's too)
   ``(hidden [T,H], w1 [E,2I,H], w2 [E,H,I], topk_weights [T,k], topk_ids [T,k], ...)``: each of the T·k
   (token, expert) pairs runs the gate-up product (2·2I·H) and the down product (2·H·I); bytes = hidden,
   the routing tensors, the weights of the experts touched and the output [T,H]. Which experts the
-  tokens pick is data the trace does not hold: the row assumes min(E, T·k) distinct experts (all of them
-  once T·k ≥ E, as in decode batches), and says so.
+  tokens pick is data the trace does not hold, so the floor takes the fewest a batch can touch, k (every
+  token routed to the same k experts), and ``cost_note`` says so, with the most it can touch,
+  min(E, T·k).
 """
 
 from __future__ import annotations
@@ -54,6 +58,20 @@ def _rows(t: Tensor) -> int:
 
 
 _nk_flops = _mnk_flops(lambda io: _rows(io.reads[0]), lambda io: io.reads[1].shape[0], lambda io: io.reads[0].shape[-1])
+
+
+def _weight_first_io(call: OpCall) -> IO:
+    """ROCm skinny GEMMs: weight [N,K] first, activations [M,K] second, an optional bias [N]."""
+    w, x = need(call.tensor(0), "weight"), need(call.tensor(1), "input")
+    bias = [t for t in _extras(call, [2]) if t.shape == (w.shape[0],)]
+    return IO((x, w, *bias), (Tensor(x.shape[:-1] + (w.shape[0],), x.dtype, x.itemsize),))
+
+
+def _hipb_io(call: OpCall) -> IO:
+    """aiter hipb_mm(mat1 [M,K], mat2 [K,N], solution_index, bias, out_dtype, scale_a, scale_b, scale_out):
+    the result in out_dtype (a ScalarType number) or mat1's dtype."""
+    a, b = need(call.tensor(0), "mat1"), need(call.tensor(1), "mat2")
+    return IO((a, b, *_extras(call, [3, 5, 6, 7])), (Tensor((a.shape[0], b.shape[1]), *_out_dtype(call, 4, a)),))
 
 
 def _scaled_mm_io(call: OpCall) -> IO:
@@ -111,6 +129,11 @@ def _gemm(name: str, ops: tuple[str, ...], io, flops, dtype, model: str) -> None
 _first = lambda call, io: io.reads[0].dtype      # noqa: E731  (the activation / operand dtype)
 _gemm("serving_gemm", ("aiter::gemm_a16w16", "vllm::rocm_unquantized_gemm"), _nk_io, _nk_flops, _first,
       "A [M,K] · W [N,K]: 2MNK, A, W (+ bias) read once, out [M,N] written once")
+_gemm("rocm_skinny_gemm", ("_rocm_C::wvSplitK", "_rocm_C::LLMM1"), _weight_first_io, _nk_flops, _first,
+      "ROCm skinny GEMM: x [M,K] · W [N,K]: 2MNK, x, W (+ bias) read once, out [M,N] written once")
+_gemm("hipb_mm", ("aiter::hipb_mm",), _hipb_io,
+      _mnk_flops(lambda io: io.reads[0].shape[0], lambda io: io.reads[1].shape[1], lambda io: io.reads[0].shape[1]),
+      _first, "hipb_mm (hipBLASLt): 2MNK at mat1's dtype peak; mat1, mat2 (+ bias, scales) + out in out_dtype")
 _gemm("scaled_mm_w8a8", ("_C::cutlass_scaled_mm", "_C::cutlass_scaled_mm_azp"), _scaled_mm_io,
       _mnk_flops(lambda io: io.reads[0].shape[0], lambda io: io.reads[1].shape[1], lambda io: io.reads[0].shape[1]),
       _first, "cutlass_scaled_mm: 2MNK at the fp8/int8 peak; a, b at 1 byte/element + scales (+ bias) + out")
@@ -134,8 +157,7 @@ def _moe_parts(call: OpCall):
     if len(w1.shape) != 3 or len(w2.shape) != 3:
         raise ValueError("expert weights not [E, N, K]")
     tokens, top_k = _rows(x), ids.shape[-1]
-    experts = min(w1.shape[0], tokens * top_k)
-    return x, w1, w2, ids, tokens, top_k, experts
+    return x, w1, w2, ids, tokens, top_k, min(top_k, w1.shape[0])
 
 
 def _moe_io(call: OpCall) -> IO:
@@ -158,8 +180,8 @@ def _moe_note(call: OpCall) -> str:
         _, w1, _, _, tokens, top_k, experts = _moe_parts(call)
     except (ValueError, IndexError, TypeError):
         return base
-    return (f"{base}; experts touched not recorded: assumed min(E={w1.shape[0]}, T·k={tokens * top_k}) = "
-            f"{experts}")
+    return (f"{base}; experts touched not recorded: assumed k = {experts}, the fewest (a lower bound; at "
+            f"most min(E, T·k) = {min(w1.shape[0], tokens * top_k)})")
 
 
 register(OpFamily("fused_moe", ("vllm::outplace_fused_experts", "vllm::inplace_fused_experts",
