@@ -310,3 +310,17 @@ def test_paged_attention_v1_with_recorded_seq_lens_synthetic():
                      ["", "", "", "", "8", "0.088", "", "[100, 200, 300, 400]"]))
     assert c.bytes == 32_768 + 4_096_000 + 16 + 32_768 and c.flops == 16_384_000
     assert "K = 1000 keys (recorded)" in c.model and "assumed" not in c.model
+
+
+def test_paged_attention_v2_bound_from_max_seq_len_synthetic():
+    """SYNTHETIC: _C::paged_attention_v2(out, exp_sums, max_logits, tmp_out, query [8, 32, 128], key_cache,
+    value_cache [512, 8, 128, 16], num_kv_heads 8, scale, block_tables [8, 128], seq_lens [8] (values not
+    recorded), block_size 16, max_seq_len 2000, ...): one request holds 2000 keys, the 7 others at least
+    one: K ≥ 2007 (not 8): K, V 2·2007·8·128·2 = 8,220,672 B; decode pairs = 2007 per head."""
+    dims = [[8, 32, 128], [8, 32, 4], [8, 32, 4], [8, 32, 4, 128], [8, 32, 128], [512, 8, 16, 16, 8],
+            [512, 8, 128, 16], [], [], [8, 128], [8], [], []]
+    types = [B, F32, F32, B, B, B, B, S, S, I32, I32, S, S]
+    c = cost_of(call("_C::paged_attention_v2", dims, types, [""] * 7 + ["8", "0.088", "", "", "16", "2000"]))
+    assert c.bytes == 8 * 32 * 128 * 2 + 8_220_672 + 8 * 4 + 8 * 32 * 128 * 2
+    assert c.flops == 2 * 32 * 2007 * 256
+    assert "K assumed = 2007 keys (the longest request's recorded max length + 1 per other request)" in c.model

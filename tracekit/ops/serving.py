@@ -13,7 +13,8 @@ engines call them (argument positions from their traces: TraceLens's SGLang and 
   bytes = q + the K keys' K and V rows (cache element type) + kv_indptr / seq_lens + out. K comes from
   the recorded ``kv_indptr`` / ``seq_lens`` values when the trace holds them; Kineto records none (they
   are tensors), and the row then says so in ``cost_note``: K is the lower bound of one key per query
-  token (a token attends at least to its own key), the pairs the causal minimum for the batch.
+  token (a token attends at least to its own key; for ops recording max_seq_len, the longest request's
+  keys + one per other request), the pairs the causal minimum for the batch.
 """
 
 from __future__ import annotations
@@ -83,6 +84,10 @@ _PAGED = {
 }
 
 
+# the position of a recorded integer max KV length per request (an int argument: its value is recorded)
+_MAX_KV_AT = {"_C::paged_attention_v1": 9, "_C::paged_attention_v2": 12, "aiter::mha_batch_prefill": 7}
+
+
 def _layout(call: OpCall):
     return _PAGED[canonical_op(call.name)]
 
@@ -118,7 +123,17 @@ def kv_tokens(call: OpCall) -> tuple[int, int, bool]:
             return lens[-1], requests, True
         if isinstance(last, list) and len(last) >= requests:
             return (lens[-1] - requests) * page + sum(last[:requests]), requests, True
-    return q.shape[0], max(requests, 1), False
+    return _keys_bound(call, q.shape[0], max(requests, 1)), max(requests, 1), False
+
+
+def _keys_bound(call: OpCall, tokens: int, requests: int) -> int:
+    """The fewest keys the batch can read: one per query token, and, where the call records the longest
+    request's KV length (max_seq_len), that many for one request and at least one for each other."""
+    at = _MAX_KV_AT.get(canonical_op(call.name))
+    longest = call.value(at) if at is not None else None
+    if isinstance(longest, int) and not isinstance(longest, bool) and longest > 0:
+        return max(tokens, longest + requests - 1)
+    return tokens
 
 
 def _paged_io(call: OpCall) -> IO:
@@ -134,12 +149,12 @@ def _paged_io(call: OpCall) -> IO:
     return IO(reads + ((lens,) if lens is not None else ()), (Tensor(out.shape, out.dtype, out.itemsize),))
 
 
-def pairs_per_head(t: int, keys: int, requests: int, known: bool) -> float:
-    """(query, key) pairs per query head. Decode (one query token per request) with its keys recorded:
-    every key once. Otherwise the fewest a causal batch of T tokens in B requests can have: each request's
+def pairs_per_head(t: int, keys: int, requests: int) -> float:
+    """(query, key) pairs per query head. Decode (one query token per request): every key once (all the
+    keys when recorded, the bound's when not). Otherwise the fewest a causal batch of T tokens in B requests can have: each request's
     q_i tokens see at least the q_i(q_i+1)/2 pairs among themselves, least when the requests are equal:
     (T²/B + T)/2 (T when B = T)."""
-    if known and t == requests:
+    if t == requests:
         return float(keys)
     return (t * t / requests + t) / 2.0
 
@@ -148,8 +163,8 @@ def _paged_flops(call: OpCall, io: IO) -> float:
     """Q·Kᵀ and P·V: 2·Hq·pairs·(D + Dv)."""
     q, v_rows = io.reads[0], io.reads[2]
     t, hq, d = q.shape[0], q.shape[-2] if len(q.shape) == 3 else 1, q.shape[-1]
-    keys, requests, known = kv_tokens(call)
-    return 2.0 * hq * pairs_per_head(t, keys, requests, known) * (d + v_rows.shape[-1])
+    keys, requests, _ = kv_tokens(call)
+    return 2.0 * hq * pairs_per_head(t, keys, requests) * (d + v_rows.shape[-1])
 
 
 def _paged_note(call: OpCall) -> str:
@@ -159,11 +174,12 @@ def _paged_note(call: OpCall) -> str:
         t = need(call.tensor(_layout(call)[0]), "query").shape[0]
     except (ValueError, IndexError, TypeError, KeyError, AttributeError):
         return base
-    pairs = "" if known and t == requests else f"; pairs assumed = the causal minimum for {t} query tokens in " \
+    pairs = "" if t == requests else f"; pairs assumed = the causal minimum for {t} query tokens in " \
                                                  f"{requests} requests"
     if known:
         return f"{base}; K = {keys} keys (recorded){pairs}"
-    return f"{base}; KV lengths not recorded: K assumed = {keys} keys (one per query token), a lower bound{pairs}"
+    why = "one per query token" if keys == t else "the longest request's recorded max length + 1 per other request"
+    return f"{base}; KV lengths not recorded: K assumed = {keys} keys ({why}), a lower bound{pairs}"
 
 
 register(OpFamily("paged_attention", tuple(_PAGED), "attention", _paged_io, _paged_flops, unit="matrix",
