@@ -2,7 +2,7 @@
 graph-replayed kernels mapped to the capture trace's ops (tests/data/peers/tracelens/inference__sglang_
 decode__*): FLOPs and bytes derived by hand from the recorded shapes (batch 32 decode tokens, hidden 4096,
 32 query heads and 8 KV heads of 128, intermediate 12288, bf16 = 2 bytes), and every GEMM signature of
-TraceLens's own report for that trace (tests/data/serving/sglang_decode_GEMM.csv) costed the same.
+TraceLens's own report for that trace (tests/data/serving/sglang_decode/perf_csvs/GEMM.csv) costed the same.
 
 Ops seen in other engines' traces but not in a trace kept here are costed from OpCalls built with the
 shapes TraceLens's vLLM test capture (tests/traces/inference/vllm_decode_full, gpt-oss on MI300X) records,
@@ -25,7 +25,7 @@ from tracekit.ops import OpCall, cost_of, lookup
 SGLANG = PEERS / "tracelens" / "inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
 PREFILL = PEERS / "tracelens" / "inference__sglang_prefilldecode__sglang_Qwen3-8B_prefilldecode.json.gz"
 CAPTURE = PEERS / "tracelens" / "inference__sglang_decode__capture_traces__bs_32_rank0.json.gz"
-GEMM_CSV = DATA / "serving" / "sglang_decode_GEMM.csv"
+GEMM_CSV = DATA / "serving" / "sglang_decode" / "perf_csvs" / "GEMM.csv"
 T, HIDDEN, BF16 = 32, 4096, 2
 X = T * HIDDEN * BF16                   # one [32, 4096] bf16 activation: 262,144 B
 
@@ -79,6 +79,26 @@ def test_paged_attention_bound_says_which_quantity_is_assumed():
     calls = df[df["op"] == "sglang_profiler::attention_paged_attention_ragged_100"]
     assert len(calls) == 72 and calls["covered"].all()
     assert lookup("sglang_profiler::attention_paged_attention_ragged_7").name == "paged_attention"
+
+
+def test_paged_attention_with_the_engines_key_count_matches_tracelens():
+    """The same call given the key total the trace's own step annotation states
+    (execute_32_context_0(...)_generation_32(sq32sk32785...)) as OpCall.kv_keys: decode, so 32,785 pairs
+    per head: FLOPs 2·32·32,785·256 = 537,149,440 and bytes q + 32,785 keys' K and V rows + out
+    = 262,144 + 2·32,785·8·128·2 + 262,144 = 134,811,648 (+ kv_indptr 132): TraceLens's
+    InferenceAttention_fwd.csv row (0.53714944 GFLOPS, 128.56640625 MiB)."""
+    import gzip
+    import json
+    import re
+    names = [e["name"] for e in json.loads(gzip.decompress(SGLANG.read_bytes()))["traceEvents"]
+             if e.get("cat") == "user_annotation"]
+    keys = [int(m.group(1)) for n in names if (m := re.search(r"_generation_32\(sq32sk(\d+)", n))]
+    assert keys == [32_785]
+    r = one("sglang_profiler::attention_paged_attention_ragged_100")
+    c = cost_of(OpCall(r["op"], r["op_dims"], r["op_types"], None, r["op_concrete"], kv_keys=keys[0]))
+    assert c.flops == 2 * 32 * 32_785 * 256 == 537_149_440
+    assert c.bytes == 262_144 + 2 * 32_785 * 8 * 128 * 2 + 132 + 262_144 == 128.56640625 * 2**20 + 132
+    assert "K = 32785 keys (the engine's step annotation)" in c.model
 
 
 def test_add_rmsnorm_reads_input_residual_weight_writes_out_and_residual():

@@ -14,7 +14,9 @@ engines call them (argument positions from their traces: TraceLens's SGLang and 
   the recorded ``kv_indptr`` / ``seq_lens`` values when the trace holds them; Kineto records none (they
   are tensors), and the row then says so in ``cost_note``: K is the lower bound of one key per query
   token (a token attends at least to its own key; for ops recording max_seq_len, the longest request's
-  keys + one per other request), the pairs the causal minimum for the batch.
+  keys + one per other request), the pairs the causal minimum for the batch. The engines' step
+  annotations carry the batch's key total (vLLM's ``..._generation_32(sq32sk32785...)``); a caller that
+  reads them passes it as ``OpCall.kv_keys``, and the row says it came from there.
 """
 
 from __future__ import annotations
@@ -105,10 +107,11 @@ def _cache_dims(call: OpCall, cache: Tensor) -> tuple[int, int, int]:
     return 1, cache.shape[-2], cache.shape[-1]
 
 
-def kv_tokens(call: OpCall) -> tuple[int, int, bool]:
-    """(keys read per KV head over the batch, requests, whether the keys are recorded). Not recorded (the
-    usual case: kv_indptr and seq_lens are tensors, their values not in the trace): one key per query
-    token, a lower bound (a query attends at least to its own token's key)."""
+def kv_tokens(call: OpCall) -> tuple[int, int, str | None]:
+    """(keys read per KV head over the batch, requests, where the keys come from: "recorded" (the
+    kv_indptr / seq_lens values), "the engine's step annotation" (``OpCall.kv_keys``), None: a bound).
+    Not recorded (the usual case: kv_indptr and seq_lens are tensors, their values not in the trace):
+    one key per query token, a lower bound (a query attends at least to its own token's key)."""
     qi, ki, _, _, lens_at, kind = _layout(call)
     q = need(call.tensor(qi), "query")
     counts = call.tensor(lens_at) if lens_at is not None else None
@@ -116,14 +119,16 @@ def kv_tokens(call: OpCall) -> tuple[int, int, bool]:
     lens = call.value(lens_at) if lens_at is not None else None
     if isinstance(lens, list) and lens and all(isinstance(x, int) for x in lens):
         if kind == "seq_lens":
-            return sum(lens), requests, True
+            return sum(lens), requests, "recorded"
         page = _cache_dims(call, need(call.tensor(ki), "k_cache"))[0]
         last = call.value(lens_at + 2)
         if page == 1:
-            return lens[-1], requests, True
+            return lens[-1], requests, "recorded"
         if isinstance(last, list) and len(last) >= requests:
-            return (lens[-1] - requests) * page + sum(last[:requests]), requests, True
-    return _keys_bound(call, q.shape[0], max(requests, 1)), max(requests, 1), False
+            return (lens[-1] - requests) * page + sum(last[:requests]), requests, "recorded"
+    if isinstance(call.kv_keys, int) and call.kv_keys >= q.shape[0]:
+        return call.kv_keys, max(requests, 1), "the engine's step annotation"
+    return _keys_bound(call, q.shape[0], max(requests, 1)), max(requests, 1), None
 
 
 def _keys_bound(call: OpCall, tokens: int, requests: int) -> int:
@@ -151,9 +156,9 @@ def _paged_io(call: OpCall) -> IO:
 
 def pairs_per_head(t: int, keys: int, requests: int) -> float:
     """(query, key) pairs per query head. Decode (one query token per request): every key once (all the
-    keys when recorded, the bound's when not). Otherwise the fewest a causal batch of T tokens in B requests can have: each request's
-    q_i tokens see at least the q_i(q_i+1)/2 pairs among themselves, least when the requests are equal:
-    (T²/B + T)/2 (T when B = T)."""
+    keys when recorded, the bound's when not). Otherwise the fewest a causal batch of T tokens in B
+    requests can have: each request's q_i tokens see at least the q_i(q_i+1)/2 pairs among themselves,
+    least when the requests are equal: (T²/B + T)/2."""
     if t == requests:
         return float(keys)
     return (t * t / requests + t) / 2.0
@@ -170,14 +175,14 @@ def _paged_flops(call: OpCall, io: IO) -> float:
 def _paged_note(call: OpCall) -> str:
     base = "paged attention: 2·Hq·pairs·(D + Dv), q + K keys' K and V rows + out"
     try:
-        keys, requests, known = kv_tokens(call)
+        keys, requests, source = kv_tokens(call)
         t = need(call.tensor(_layout(call)[0]), "query").shape[0]
     except (ValueError, IndexError, TypeError, KeyError, AttributeError):
         return base
     pairs = "" if t == requests else f"; pairs assumed = the causal minimum for {t} query tokens in " \
                                                  f"{requests} requests"
-    if known:
-        return f"{base}; K = {keys} keys (recorded){pairs}"
+    if source:
+        return f"{base}; K = {keys} keys ({source}){pairs}"
     why = "one per query token" if keys == t else "the longest request's recorded max length + 1 per other request"
     return f"{base}; KV lengths not recorded: K assumed = {keys} keys ({why}), a lower bound{pairs}"
 

@@ -104,9 +104,10 @@ register(OpFamily("vllm_fused_add_rms_norm", tuple(_ADD_RMS_NORM), "norm", _fuse
                   _per_read_element(5.0), fused=("add", "rms_norm"),
                   model="add + rms_norm (vLLM, SGLang, aiter): input, residual, weight once + out and the new "
                         "residual written (in place or not)"))
-register(OpFamily("vllm_rotary_embedding", ("_C::rotary_embedding", "sgl_kernel::rotary_embedding"), "elementwise", _rotary_io, _rotary_flops,
-                  model="vLLM rotary_embedding: rotated part of query, key read and written, one cache row "
-                        "per token"))
+register(OpFamily("vllm_rotary_embedding", ("_C::rotary_embedding", "sgl_kernel::rotary_embedding"), "elementwise",
+                  _rotary_io, _rotary_flops,
+                  model="rotary_embedding (vLLM, SGLang): rotated part of query, key read and written, one cache "
+                        "row per token"))
 register(OpFamily("vllm_fp8_quant", ("_C::static_scaled_fp8_quant",), "elementwise", _fp8_quant_io,
                   _per_read_element(1.0), model="vLLM static fp8 quant: input once + fp8 out once"))
 register(OpFamily("vllm_reshape_and_cache", ("_C_cache_ops::reshape_and_cache_flash",
