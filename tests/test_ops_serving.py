@@ -23,7 +23,7 @@ from tracekit.load.kineto import load_trace
 from tracekit.ops import OpCall, cost_of, lookup
 
 SGLANG = PEERS / "tracelens" / "inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
-PREFILL = PEERS / "tracelens" / "inference__sglang_prefilldecode__sglang_Qwen3-8B_prefilldecode.json.gz"
+PREFILL = DATA / "serving" / "sglang_prefilldecode" / "sglang_Qwen3-8B_prefilldecode.json.gz"
 CAPTURE = PEERS / "tracelens" / "inference__sglang_decode__capture_traces__bs_32_rank0.json.gz"
 GEMM_CSV = DATA / "serving" / "sglang_decode" / "perf_csvs" / "GEMM.csv"
 T, HIDDEN, BF16 = 32, 4096, 2
