@@ -225,6 +225,28 @@ def test_aiter_rms_norms_of_the_vllm_capture():
     assert {cost_of(c).bytes for c in fused} == {4 * x + 5760}
 
 
+def test_rms_norm_with_fp8_quant_fused_synthetic():
+    """SYNTHETIC, Llama-8B fp8 serving shapes: _C::rms_norm_static_fp8_quant(result [32,4096] fp8, input
+    [32,4096] bf16, weight [4096], scale [1] fp32, eps): 262,144 + 8,192 + 4 read, 131,072 written;
+    fused_add_rms_norm_static_fp8_quant(result, input, residual, weight, scale, eps): input and residual
+    read, the residual written back in place, the fp8 result: 3·262,144 + 8,192 + 4 + 131,072."""
+    fp8 = "c10::Float8_e4m3fn"
+    plain = cost_of(call("_C::rms_norm_static_fp8_quant", [[32, 4096], [32, 4096], [4096], [1], []],
+                         [fp8, B, B, F32, S]))
+    assert plain.bytes == 262_144 + 8_192 + 4 + 131_072 and plain.flops == 4 * 32 * 4096
+    fused = cost_of(call("_C::fused_add_rms_norm_static_fp8_quant",
+                         [[32, 4096], [32, 4096], [32, 4096], [4096], [1], []], [fp8, B, B, B, F32, S]))
+    assert fused.bytes == 3 * 262_144 + 8_192 + 4 + 131_072 and fused.flops == 5 * 32 * 4096
+
+
+def test_silu_and_mul_quant_writes_fp8_synthetic():
+    """SYNTHETIC: _C::silu_and_mul_quant(result [32,14336] fp8, input [32,28672] bf16, scale [1] fp32):
+    32·28672·2 + 4 read, 32·14336 written (1 byte each); fused ops silu, mul."""
+    c = call("_C::silu_and_mul_quant", [[32, 14336], [32, 28672], [1]], ["c10::Float8_e4m3fn", B, F32])
+    assert cost_of(c).bytes == 32 * 28672 * 2 + 4 + 32 * 14336
+    assert lookup(c.name).fused_ops(c) == ["silu", "mul"]
+
+
 def test_rocm_unquantized_gemm_weight_stored_n_by_k():
     """vllm::rocm_unquantized_gemm(x [32,2880], weight [5120,2880], bias [5120]): 2·32·5120·2880 FLOPs;
     x + weight + bias + out [32, 5120] bytes."""

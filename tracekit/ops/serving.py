@@ -1,7 +1,8 @@
 """Ops of LLM-serving engines (SGLang, vLLM, aiter) as torch.profiler records them, laid out as the
 engines call them (argument positions from their traces: TraceLens's SGLang and vLLM test traces).
 
-- ``act_and_mul(out, input)`` (``sgl_kernel::silu_and_mul``, ``_C::silu_and_mul``, gelu variants):
+- ``act_and_mul(out, input)`` (``sgl_kernel::silu_and_mul``, ``_C::silu_and_mul``, gelu variants;
+  ``_C::silu_and_mul_quant(out, input, scale)`` writes fp8 and reads its scale):
   out = act(input[..., :d]) · input[..., d:]; the input [.., 2d] read once, out [.., d] written once;
   5 FLOPs per output element (the activation ~4, the product 1).
 - ``sglang::store_cache(k, v, k_cache, v_cache, indices, row_bytes, num_split)``: each new token's key
@@ -31,14 +32,23 @@ def _act_and_mul_io(call: OpCall) -> IO:
     out, x = need(call.tensor(0), "out"), need(call.tensor(1), "input")
     if x.shape[-1] != 2 * out.shape[-1]:
         raise ValueError("input's last dim is not twice out's")
-    return IO((x,), (out,))
+    scale = call.tensor(2) if call.name.endswith("_quant") else None      # silu_and_mul_quant's fp8 scale
+    return IO((x, *([scale] if scale is not None else [])), (out,))
+
+
+def _act_fused(call: OpCall) -> list[str]:
+    """silu_and_mul → silu, mul; mul_and_silu → silu, mul; gelu_tanh_and_mul → gelu_tanh, mul."""
+    base = call.name.split("::")[-1].removesuffix("_quant")
+    act = base.replace("_and_mul", "").replace("mul_and_", "")
+    return [act, "mul"]
 
 
 register(OpFamily("act_and_mul", ("sgl_kernel::silu_and_mul", "sgl_kernel::gelu_and_mul",
                                   "sgl_kernel::gelu_tanh_and_mul", "_C::silu_and_mul", "_C::gelu_and_mul",
-                                  "_C::gelu_tanh_and_mul", "_C::mul_and_silu"), "elementwise",
+                                  "_C::gelu_tanh_and_mul", "_C::mul_and_silu", "_C::silu_and_mul_quant"),
+                  "elementwise",
                   _act_and_mul_io, lambda call, io: 5.0 * io.writes[0].numel,
-                  fused=lambda call: [call.name.split("::")[-1].split("_and_")[0].replace("mul", "silu"), "mul"],
+                  fused=_act_fused,
                   model="act_and_mul: input [.., 2d] read once, out [.., d] written once, 5 FLOPs/out element"))
 
 # ---- KV-cache store ---------------------------------------------------------------------------
