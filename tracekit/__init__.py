@@ -2,8 +2,19 @@
 
 Stages, in the order data flows (docs/architecture.md): capture → load → model → classify → cost →
 fusion → report / gate, with ``ops`` (one record per op family) read by every stage.
-The Python API is ``tracekit.capture(out=...)`` (see ``tracekit.capture``).
+The Python API: ``tracekit.load(path)`` analyses a trace, bundle, multi-rank folder or MLX graph
+(``tracekit.api.Analysis``: kernels, ops, steps as pandas frames; docs/api.md), and
+``tracekit.capture(out=...)`` records one (see ``tracekit.capture``). ``import tracekit`` imports
+neither pandas nor torch: they load on first use.
 """
 
 from tracekit import capture  # noqa: F401,E402  (the callable Python API; imports no torch)
 from tracekit.version import __version__  # noqa: F401
+
+
+def load(path, **options):
+    """Analyse ``path`` (trace file, capture bundle, multi-rank folder or MLX graph) as
+    ``tracekit explain`` does: a ``tracekit.api.Analysis``. ``options``: step_marker, device, spec,
+    et, skip_steps, cache (see ``tracekit.api.load``)."""
+    from tracekit.api import load as _load
+    return _load(path, **options)

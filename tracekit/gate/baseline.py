@@ -196,17 +196,12 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
         warnings += [str(w) for w in doc.get("warnings") or []]
     else:
         from tracekit.analyze import analyze_path
-        from tracekit.report.document import step_table
         traces = analyze_path(p, step_marker=step_marker, device=device, spec=spec)
         if len(traces) != 1:
             raise TracekitError(f"{p}: holds {len(traces)} graphs; check/diff compare one trace at a time")
-        t = traces[0]
-        steps = step_table(t).reindex(columns=STEP_FIELDS)
-        kernels = t.kernels[KERNEL_FIELDS].copy()
-        kernels["fused_ops"] = [f if isinstance(f, list) else [] for f in kernels["fused_ops"]]
-        info = {"device": t.device_name, "spec": t.spec.id if t.spec else None, "step_rule": t.step_rule}
+        steps, kernels, info = _from_trace(traces[0])
         source = "trace"
-        warnings += list(t.warnings)
+        warnings += list(traces[0].warnings)
     kernels["step"] = kernels["step"].astype(int)
     if skip_steps:
         if skip_steps >= len(steps):
@@ -216,6 +211,24 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
     return Side(path=str(p), source=source, device=info["device"], spec=info["spec"],
                 step_rule=str(info["step_rule"]), steps=steps, kernels=kernels.reset_index(drop=True),
                 skipped_steps=skip_steps, warnings=warnings)
+
+
+def _from_trace(t) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    from tracekit.report.document import step_table
+    steps = step_table(t).reindex(columns=STEP_FIELDS)
+    kernels = t.kernels[KERNEL_FIELDS].copy()
+    kernels["fused_ops"] = [f if isinstance(f, list) else [] for f in kernels["fused_ops"]]
+    return steps, kernels, {"device": t.device_name, "spec": t.spec.id if t.spec else None, "step_rule": t.step_rule}
+
+
+def side_of_trace(trace, path: str) -> Side:
+    """An analysed trace (``analyze.analyze_path``; its skipped steps already left out) as a Side."""
+    steps, kernels, info = _from_trace(trace)
+    kernels["step"] = kernels["step"].astype(int)
+    return Side(path=str(path), source="trace", device=info["device"], spec=info["spec"],
+                step_rule=str(info["step_rule"]), steps=steps.reset_index(drop=True),
+                kernels=kernels.reset_index(drop=True), skipped_steps=int(trace.metadata.get("skipped_steps", 0)),
+                warnings=list(trace.warnings))
 
 
 def warn(side: Side) -> None:
