@@ -12,9 +12,36 @@ from tracekit import capture  # noqa: F401,E402  (the callable Python API; impor
 from tracekit.version import __version__  # noqa: F401
 
 
-def load(path, **options):
+import sys as _sys
+import types as _types
+
+
+def _load(path, **options):
     """Analyse ``path`` (trace file, capture bundle, multi-rank folder or MLX graph) as
     ``tracekit explain`` does: a ``tracekit.api.Analysis``. ``options``: step_marker, device, spec,
     et, skip_steps, cache (see ``tracekit.api.load``)."""
-    from tracekit.api import load as _load
-    return _load(path, **options)
+    from tracekit.api import load as api_load
+    return api_load(path, **options)
+
+
+load = _load
+
+
+class _LoadStage(_types.ModuleType):
+    """The ``tracekit.load`` stage package, callable as ``tracekit.load(path)`` too: importing the
+    package (every analysis does) rebinds the name ``tracekit.load`` to it."""
+
+    def __call__(self, path, **options):
+        return _load(path, **options)
+
+    __doc__ = _load.__doc__
+
+
+class _Package(_types.ModuleType):
+    def __setattr__(self, name, value):
+        if name == "load" and isinstance(value, _types.ModuleType) and type(value) is _types.ModuleType:
+            value.__class__ = _LoadStage
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package

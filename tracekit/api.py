@@ -41,8 +41,8 @@ def load(path, step_marker: str | None = None, device: str | None = None, spec: 
 
 class Analysis:
     """One analysed input. ``traces``: the analysed ``Trace`` objects (one; an MLX bundle: one per graph;
-    a multi-rank folder: one per rank). Tables of several traces gain a first column ``graph`` (MLX
-    graphs) or ``rank`` (the rank's label) saying which each row is from."""
+    a multi-rank folder: one per rank). Tables of several traces gain a first column ``graph_index`` (MLX
+    graphs, 0-based) or ``rank`` (the rank's label) saying which each row is from."""
 
     def __init__(self, path: str, traces: list[Trace], options: dict, labels: list[str] | None = None,
                  multi_rank: bool = False):
@@ -72,7 +72,7 @@ class Analysis:
         frames = [make(t) for t in self.traces]
         if len(frames) == 1:
             return frames[0]
-        key = "rank" if self.multi_rank else "graph"
+        key = "rank" if self.multi_rank else "graph_index"
         labels = self._labels if self.multi_rank else range(len(frames))
         return pd.concat([f.assign(**{key: label})[[key, *f.columns]] for f, label in zip(frames, labels)],
                          ignore_index=True)
@@ -116,12 +116,13 @@ class Analysis:
     def modules(self) -> pd.DataFrame | None:
         """The module tree as a flat table, one row per node (``path``: its place in the tree; the node's
         own figures as columns), or None when the trace has none (no nn.Module events in it)."""
+        from tracekit.report.export import module_table
         tables = [module_table(t, d) for t, d in zip(self.traces, self.documents)]
         if all(t is None for t in tables):
             return None
         if len(tables) == 1:
             return tables[0]
-        key = "rank" if self.multi_rank else "graph"
+        key = "rank" if self.multi_rank else "graph_index"
         labels = self._labels if self.multi_rank else range(len(tables))
         return pd.concat([t.assign(**{key: label}) for t, label in zip(tables, labels) if t is not None],
                          ignore_index=True)
@@ -136,11 +137,11 @@ class Analysis:
 
     @property
     def warnings(self) -> list[str]:
-        """Every warning the analysis gave, each once, in the order given."""
-        seen = dict.fromkeys(w for t in self.traces for w in t.warnings)
-        if self._ranks is not None:
-            seen.update(dict.fromkeys(self._ranks.get("warnings", [])))
-        return list(seen)
+        """Every warning the analysis gave, each once, in the order given (a multi-rank folder: the
+        cross-rank document's, which count the ranks each applies to)."""
+        if self.multi_rank:
+            return list(dict.fromkeys(self.ranks.get("warnings", [])))
+        return list(dict.fromkeys(w for t in self.traces for w in t.warnings))
 
     @property
     def ranks(self) -> dict:
@@ -204,40 +205,6 @@ class Analysis:
         """explain ``--xlsx PATH``: one sheet per table; its size in bytes (needs openpyxl)."""
         from tracekit.report.export import workbook_tables, write_xlsx
         return write_xlsx(workbook_tables(self.traces, self.modules), path)
-
-
-def module_table(trace: Trace, doc: dict | None) -> pd.DataFrame | None:
-    """The module tree of a trace, flattened: the explain document's ``modules`` (top level or in its
-    summary), else the trace's own ``modules`` attribute; None when there is none. A node is a dict; its
-    children are under ``children``; its row keeps its scalar fields and its ``path`` (``a/b/c``)."""
-    doc = doc or {}
-    tree = doc.get("modules")
-    if tree is None:
-        tree = (doc.get("summary") or {}).get("modules")
-    if tree is None:
-        tree = getattr(trace, "modules", None)
-    if tree is None:
-        return None
-    if isinstance(tree, pd.DataFrame):
-        return tree
-    rows: list[dict] = []
-
-    def walk(node, parent: str, depth: int) -> None:
-        if isinstance(node, list):
-            for n in node:
-                walk(n, parent, depth)
-            return
-        if not isinstance(node, dict):
-            return
-        name = str(node.get("name", node.get("path", "?")))
-        path = str(node["path"]) if "path" in node else (f"{parent}/{name}" if parent else name)
-        row = {"path": path, "depth": depth}
-        row.update({k: v for k, v in node.items() if k not in ("children", "path") and not isinstance(v, (list, dict))})
-        rows.append(row)
-        walk(node.get("children") or [], path, depth + 1)
-
-    walk(tree, "", 0)
-    return pd.DataFrame(rows) if rows else None
 
 
 def _side(other, options: dict):

@@ -38,8 +38,8 @@ def register(app: typer.Typer) -> None:
         step_marker: Optional[str] = StepMarker,
         device: Optional[str] = DeviceOpt,
         spec: Optional[str] = SpecOpt,
-        allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch",
-                                                   help="Compare with a baseline from another device (a warning, "
+        allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch/--no-allow-device-mismatch",
+                                                   metavar="", help="Compare with a baseline from another device (a warning, "
                                                         "not an error)"),
         no_cache: bool = NoCacheOpt,
     ) -> None:

@@ -9,14 +9,14 @@ the median step (headline numbers, categories) and the mean per step (kernel nam
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from tracekit.errors import TracekitError, one_line
+from tracekit.errors import TracekitError
+from tracekit.errors import warn as say_warning
 from tracekit.ops import lookup
 from tracekit.report.fmt import short_name  # noqa: F401  (check, diff and rules name kernels with it)
 
@@ -233,7 +233,7 @@ def side_of_trace(trace, path: str) -> Side:
 
 def warn(side: Side) -> None:
     for w in side.warnings:
-        print(f"tracekit: warning: {one_line(w, 500)}", file=sys.stderr)
+        say_warning(w)
 
 
 def fmt_num(x: float | None, digits: int = 1) -> str:

@@ -113,6 +113,40 @@ def workbook_tables(traces: list[Trace], modules: pd.DataFrame | None = None) ->
     return sheets
 
 
+def module_table(trace: Trace, doc: dict | None) -> pd.DataFrame | None:
+    """The module tree of a trace, flattened: the explain document's ``modules`` (top level or in its
+    summary), else the trace's own ``modules`` attribute; None when there is none. A node is a dict; its
+    children are under ``children``; its row keeps its scalar fields and its ``path`` (``a/b/c``)."""
+    doc = doc or {}
+    tree = doc.get("modules")
+    if tree is None:
+        tree = (doc.get("summary") or {}).get("modules")
+    if tree is None:
+        tree = getattr(trace, "modules", None)
+    if tree is None:
+        return None
+    if isinstance(tree, pd.DataFrame):
+        return tree
+    rows: list[dict] = []
+
+    def walk(node, parent: str, depth: int) -> None:
+        if isinstance(node, list):
+            for n in node:
+                walk(n, parent, depth)
+            return
+        if not isinstance(node, dict):
+            return
+        name = str(node.get("name", node.get("path", "?")))
+        path = str(node["path"]) if "path" in node else (f"{parent}/{name}" if parent else name)
+        row = {"path": path, "depth": depth}
+        row.update({k: v for k, v in node.items() if k not in ("children", "path") and not isinstance(v, (list, dict))})
+        rows.append(row)
+        walk(node.get("children") or [], path, depth + 1)
+
+    walk(tree, "", 0)
+    return pd.DataFrame(rows) if rows else None
+
+
 def write_xlsx(sheets: dict[str, pd.DataFrame], path) -> int:
     """Write each table as a sheet of an .xlsx workbook (openpyxl, the ``xlsx`` extra); its size in bytes."""
     from pathlib import Path
