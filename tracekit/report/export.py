@@ -33,9 +33,14 @@ def escape_cells(df: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``df`` whose text columns are escaped (``escape_cell``); numeric columns untouched."""
     out = df.copy()
     for c in out.columns:
-        if out[c].dtype == object:
-            out[c] = out[c].map(escape_cell)
+        if _text(out[c]):
+            out[c] = out[c].map(escape_cell, na_action="ignore")
     return out
+
+
+def _text(column: pd.Series) -> bool:
+    """A column that may hold text: object, or pandas' string dtypes."""
+    return column.dtype == object or pd.api.types.is_string_dtype(column.dtype)
 
 
 def group_table(trace: Trace, by: str = "kernel") -> pd.DataFrame:
@@ -167,6 +172,6 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
     """Cells Excel can hold: lists and dicts as text."""
     out = df.copy()
     for c in out.columns:
-        if out[c].dtype == object:
-            out[c] = out[c].map(lambda v: str(v) if isinstance(v, (list, tuple, dict)) else v)
+        if _text(out[c]):
+            out[c] = out[c].map(lambda v: str(v) if isinstance(v, (list, tuple, dict)) else v, na_action="ignore")
     return out
