@@ -8,6 +8,7 @@ LN, qkv GEMM, cuDNN SDPA + its memset, out GEMM, add, LN, fc1 GEMM, GELU, fc2 GE
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -137,6 +138,16 @@ def test_module_tree_is_flattened_by_path(block):
     table = module_table(block.trace, {"modules": tree})
     assert table["path"].tolist() == ["root", "root/attn", "root/attn/qkv", "root/mlp"]
     assert table["depth"].tolist() == [0, 1, 2, 1] and table["kernels"].tolist() == [11, 4, 1, 3]
+    # CSV by module and the workbook's modules sheet, from a tree the trace itself carries
+    from tracekit.report.export import csv_text, workbook_tables
+
+    trace = tracekit.load(BLOCK).trace
+    trace.modules = {"name": "root", "kernels": 11, "children": [{"name": "=blocks.0", "kernels": 11}]}
+    rows = pd.read_csv(io.StringIO(csv_text([trace], "module")))
+    assert rows["path"].tolist() == ["root", "root/=blocks.0"] and rows["name"].tolist() == ["root", "'=blocks.0"]
+    assert list(workbook_tables([trace], module_table(trace, None))) == \
+        ["kernels", "ops", "categories", "steps", "devices", "modules"]
+    assert csv_text([tracekit.load(BLOCK).trace], "module") == ""        # no tree: nothing, not an error
 
 
 def test_unusable_input_raises_the_cli_message(tmp_path):

@@ -102,7 +102,10 @@ class Analysis:
         return self.groups("category")
 
     def groups(self, by: str = "kernel") -> pd.DataFrame:
-        """explain's top table, every group: by ``kernel`` (name, op, shapes), ``op`` or ``category``."""
+        """explain's top table, every group: by ``kernel`` (name, op, shapes), ``op`` or ``category``
+        (``module``: the module tree, ``modules``)."""
+        if by == "module":
+            return self.modules
         from tracekit.report.export import group_table
         return self._stack(lambda t: group_table(t, by))
 

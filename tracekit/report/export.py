@@ -94,6 +94,8 @@ def _frames(traces: list[Trace], make) -> pd.DataFrame:
     frames = []
     for g, t in enumerate(traces):
         out = make(t)
+        if out is None:                                   # a trace without that table (no module tree)
+            continue
         if len(traces) > 1:
             out.insert(0, "graph", g)
         frames.append(out)
@@ -101,10 +103,23 @@ def _frames(traces: list[Trace], make) -> pd.DataFrame:
 
 
 def csv_text(traces: list[Trace], by: str | None = None) -> str:
-    """explain ``--format csv``: one row per kernel execution (``by`` None, the default), or one per
-    group ``by`` kernel, op or category; formula-like text escaped."""
-    table = _frames(traces, kernel_rows if by is None else (lambda t: group_table(t, by)))
+    """explain ``--format csv``: one row per kernel execution (``by`` None, the default), one per group
+    ``by`` kernel, op or category, or one per module-tree node (``by`` module, where the trace has one);
+    formula-like text escaped."""
+    if by == "module":                                    # the module tree, where the traces have one
+        table = _frames(traces, _modules_of)
+    else:
+        table = _frames(traces, kernel_rows if by is None else (lambda t: group_table(t, by)))
     return escape_cells(table).to_csv(index=False) if len(table.columns) else ""
+
+
+def _modules_of(trace: Trace) -> pd.DataFrame | None:
+    """The trace's module tree as a table: its own, else its explain document's; None without one."""
+    found = module_table(trace, None)
+    if found is None:
+        from tracekit.report.diagnosis import document
+        found = module_table(trace, document(trace))
+    return found
 
 
 def workbook_tables(traces: list[Trace], modules: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
