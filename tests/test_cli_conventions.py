@@ -196,3 +196,24 @@ def test_progress_only_on_a_terminal(monkeypatch):
     # in a pipe (the test runner's stderr), explain of a multi-rank folder says nothing but its warnings
     proc = run_cli("explain", ROOT / "captures" / "cpu" / "ddp2" / "bundle", "--workers", "1", "--format", "json")
     assert proc.returncode == 0 and all(line.startswith("tracekit: warning: ") for line in proc.stderr.splitlines())
+
+
+def test_capture_step_counter_only_on_a_terminal():
+    from tracekit.capture.progress import StepTicker
+
+    piped = io.StringIO()
+    ticker = StepTicker(False, 3, piped, after_s=0, every_s=0)
+    ticker.tick(1), ticker.clear()
+    assert piped.getvalue() == ""
+    terminal = _Terminal()
+    ticker = StepTicker(False, 3, terminal)
+    ticker.tick(1)
+    assert terminal.getvalue() == ""                      # a fast capture (under 2 s so far) shows nothing
+    ticker = StepTicker(False, 3, terminal, after_s=0, every_s=0)
+    ticker.tick(1), ticker.tick(2)
+    assert "recorded step 2/3" in terminal.getvalue()
+    ticker.clear()
+    assert terminal.getvalue().endswith("\r\x1b[K")
+    quiet = _Terminal()
+    StepTicker(True, 3, quiet, after_s=0, every_s=0).tick(1)
+    assert quiet.getvalue() == ""
