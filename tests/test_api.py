@@ -172,3 +172,14 @@ def test_quickstart_notebook_runs(monkeypatch, tmp_path):
     for source in cells:
         exec(compile(source, str(NOTEBOOK), "exec"), namespace)
     assert isinstance(namespace["a"].kernels, pd.DataFrame)
+
+
+def test_check_reads_the_rules_files_baseline(tmp_path):
+    """A rules file whose [baseline] names the compiled block: the eager block has 11 kernels per step
+    against its 10 (a regression), the compiled block against itself none."""
+    rules = tmp_path / "gate.toml"
+    rules.write_text(f'[baseline]\npath = "{BLOCK_COMPILE}"\n')
+    eager = tracekit.load(BLOCK).check(rules)
+    assert eager["ok"] is False and eager["baseline"] == str(BLOCK_COMPILE)
+    assert "baseline.kernels_per_step" in {r["rule"] for r in eager["results"] if not r["ok"]}
+    assert tracekit.load(BLOCK_COMPILE).check(rules)["ok"] is True

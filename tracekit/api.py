@@ -174,8 +174,15 @@ class Analysis:
     def check(self, rules=None, baseline: "Analysis | str | None" = None, tolerance: str | None = None,
               allow_device_mismatch: bool = False) -> dict:
         """``tracekit check --format json``: ``rules`` a rules file (TOML path), ``baseline`` an Analysis or
-        path; the document's ``ok`` says whether every rule held."""
+        path (default: the rules file's ``[baseline] path``); the document's ``ok`` says whether every rule
+        held. Leading steps to skip are ``load(skip_steps=)``'s."""
         from tracekit.gate.check import check_side
+        from tracekit.gate.rules import Rules, load_rules
+        rules = load_rules(rules) if rules is not None and not isinstance(rules, Rules) else rules
+        if baseline is None and rules is not None and rules.baseline:
+            baseline = rules.baseline.get("path")        # the rules file's [baseline] path, as the CLI reads it
+            if not baseline:
+                raise TracekitError(f"{rules.path}: [baseline] rules need a baseline (baseline= or [baseline] path)")
         base = None if baseline is None else _side(baseline, self.options)
         return check_side(self.side(), rules, base, tolerance, allow_device_mismatch=allow_device_mismatch,
                           baseline_path=None if baseline is None else str(getattr(baseline, "path", baseline)))
