@@ -217,3 +217,11 @@ def test_capture_step_counter_only_on_a_terminal():
     quiet = _Terminal()
     StepTicker(True, 3, quiet, after_s=0, every_s=0).tick(1)
     assert quiet.getvalue() == ""
+
+
+def test_xlsx_without_openpyxl_is_one_line(monkeypatch, tmp_path):
+    import sys
+    monkeypatch.setitem(sys.modules, "openpyxl", None)          # as if the xlsx extra were not installed
+    proc = run_cli("explain", BLOCK, "--xlsx", tmp_path / "x.xlsx")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "tracekit[xlsx]" in proc.stderr
+    assert not (tmp_path / "x.xlsx").exists()
