@@ -39,7 +39,8 @@ def test_bare_tracekit_prints_help_on_stdout_and_exits_0():
     (["explain"], "Missing argument 'trace'"),
     (["explain", BLOCK, "--bogus"], "No such option: --bogus"),
     (["explain", BLOCK, "--by", "nope"], "Invalid value for '--by'"),
-    (["explain", "--fusion", "true", BLOCK], "unexpected extra argument"),    # a flag takes no value
+    (["explain", "--fusion", "true", BLOCK], "--fusion is a flag and takes no value: write --fusion or --no-fusion"),
+    (["explain", BLOCK, "--no-cache", "1"], "write --no-cache or --cache"),
     (["explain", BLOCK, "--top", "0"], "Invalid value for '--top'"),
     (["diff", BLOCK], "Missing argument 'b'"),
     (["nosuch"], "No such command 'nosuch'"),

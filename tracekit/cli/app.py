@@ -30,7 +30,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True, metavar="",
                                        help="Print tracekit's version and exit")) -> None:
     """Where the GPU time went: kernels, fusion and roofline floors from profiler traces."""
 
@@ -194,7 +194,7 @@ def run(args: Optional[list[str]] = None) -> int:
         print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
         return 0
     except click.exceptions.ClickException as exc:      # usage: one line, not click's boxed usage text
-        print(f"tracekit: error: {one_line(_usage_message(exc))}", file=sys.stderr)
+        print(f"tracekit: error: {one_line(_usage_message(exc, argv))}", file=sys.stderr)
         return 2 if isinstance(exc, click.exceptions.UsageError) else exc.exit_code
     except typer.Abort:
         print("tracekit: interrupted", file=sys.stderr)
@@ -219,11 +219,20 @@ def run(args: Optional[list[str]] = None) -> int:
     return 0
 
 
-def _usage_message(exc) -> str:
-    """click's message, with the command it concerns and where to read more (``--help``)."""
+BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "1", "0"}
+
+
+def _usage_message(exc, argv: list[str]) -> str:
+    """click's message, with the command it concerns and where to read more (``--help``); a flag given a
+    value (``--fusion true``) says how flags are written."""
     ctx = getattr(exc, "ctx", None)
     where = ctx.command_path if ctx is not None else "tracekit"
-    return f"{exc.format_message()} (see '{where} --help')"
+    valued = [a for a, b in zip(argv, argv[1:]) if a.startswith("--") and "=" not in a and b.lower() in BOOL_WORDS]
+    forms = {o: [*p.opts, *p.secondary_opts] for p in (ctx.command.params if ctx is not None else [])
+             if getattr(p, "is_flag", False) for o in (*p.opts, *p.secondary_opts)}
+    hint = next((f"; {a} is a flag and takes no value: write {' or '.join(f for f in forms[a] if f.startswith('--'))}"
+                 for a in valued if a in forms), "")
+    return f"{exc.format_message()}{hint} (see '{where} --help')"
 
 
 def _internal_error(exc: BaseException, argv: list[str]) -> int:
