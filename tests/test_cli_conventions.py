@@ -175,10 +175,10 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_only_on_a_terminal(monkeypatch):
-    from tracekit.cli import app
+    from tracekit.cli import app, progress
     from tracekit.ranks.run import ranks_progress
 
-    monkeypatch.setattr(app, "PROGRESS_BYTES", 1)              # the block capture counts as a large input
+    monkeypatch.setattr(progress, "PROGRESS_BYTES", 1)         # the block capture counts as a large input
     quiet = io.StringIO()
     with app._loading(str(BLOCK), quiet):
         pass

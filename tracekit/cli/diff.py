@@ -47,9 +47,13 @@ def register(app: typer.Typer) -> None:
         from tracekit.model import cache
 
         tol = parse_tolerance(tolerance)
+        from tracekit.cli.progress import loading
+
         with cache.settings(not no_cache):
-            sa = load_side(a, step_marker, device, spec, skip_steps)
-            sb = sa if b == a else load_side(b, step_marker, device, spec, skip_steps)   # A A: read once
+            with loading(a):
+                sa = load_side(a, step_marker, device, spec, skip_steps)
+            with loading(b):
+                sb = sa if b == a else load_side(b, step_marker, device, spec, skip_steps)   # A A: read once
         warn(sa), warn(sb)
         doc = compare(sa, sb, tol, allow_device_mismatch=allow_device_mismatch)
         if format is DiffFormat.json:
