@@ -34,10 +34,11 @@ class _LoadStage(_types.ModuleType):
     def __call__(self, path, **options):
         return _load(path, **options)
 
-    __doc__ = _load.__doc__
-
 
 class _Package(_types.ModuleType):
+    """The ``tracekit`` package: when the import system binds ``tracekit.load`` to the stage package, that
+    package becomes callable (``_LoadStage``), so ``tracekit.load(path)`` works before and after."""
+
     def __setattr__(self, name, value):
         if name == "load" and isinstance(value, _types.ModuleType) and type(value) is _types.ModuleType:
             value.__class__ = _LoadStage
