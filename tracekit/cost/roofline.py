@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.cost.devices import LINK_UNITS
+from tracekit.cost.rates import rate_for
 from tracekit.model.keys import ValueKeys
 from tracekit.ops import Cost, OpCall, broadcast, cost_of, lookup
 from tracekit.ops.collectives import BUS_FACTOR, bus_bytes
@@ -156,30 +157,30 @@ def _share_op_cost(df: pd.DataFrame) -> None:
 
 
 def roofline_terms(df: pd.DataFrame, spec) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's compute term (FLOPs / the spec's peak for its dtype and unit; 0 without FLOPs or a rate)
-    and memory term (bytes / bandwidth; NaN where bytes are unknown), in µs."""
+    """Each row's compute term (FLOPs / the rate cost.rates gives its dtype and unit; 0 without FLOPs;
+    NaN where the FLOPs have no rate that bounds them) and memory term (bytes / bandwidth; NaN where
+    bytes are unknown), in µs."""
     peaks = {}
     peak = []
     for d, u in zip(df["dtype"], df["compute_unit"]):
         key = (d, u)
         if key not in peaks:
-            rate = None
-            if isinstance(d, str):
-                rate = spec.matmul_peak(d) if u == "matrix" else spec.vector_peak(d)
+            rate = rate_for(spec, d, u)[1] if isinstance(d, str) else None
             peaks[key] = rate if rate else np.nan
         peak.append(peaks[key])
     peak_tflops = np.array(peak, dtype=float)
     flops = df["flops"].to_numpy(dtype=float)
     nbytes = df["bytes"].to_numpy(dtype=float)
-    compute_us = np.where(flops > 0, flops / (peak_tflops * 1e6), 0.0)
-    bw = spec.bandwidth_gbs or np.nan
     units = df["compute_unit"].to_numpy()
+    # FLOPs with no rate: unknown (NaN), never free; bytes over a link have no compute roof
+    compute_us = np.where(flops > 0, flops / (peak_tflops * 1e6), 0.0)
+    compute_us = np.where(np.isin(units, LINK_UNITS), 0.0, compute_us)
+    bw = spec.bandwidth_gbs or np.nan
     memory_us = nbytes / (bw * 1e3)
     for unit in LINK_UNITS:                   # collectives and copies cross a link, not memory (spec [link])
         here = units == unit
         if here.any():
             memory_us = np.where(here, nbytes / ((spec.transfer_gbs(unit) or np.nan) * 1e3), memory_us)
-    compute_us = np.where(np.isnan(compute_us), 0.0, compute_us)   # no rate for the dtype: memory term only
     return compute_us, memory_us
 
 
@@ -192,10 +193,18 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
         df["covered"] = False
         return df
     compute_us, memory_us = roofline_terms(df, spec)
+    notes = df["cost_note"]                  # a view on another device: drop the last device's no-floor notes
+    df["cost_note"] = notes.where(~notes.astype(str).str.contains("; no floor: spec ", regex=False),
+                                  notes.astype(str).str.replace(r"; no floor: spec .*$", "", regex=True))
     known = ~np.isnan(df["bytes"].to_numpy(dtype=float))
     floor = np.where(known, np.maximum(compute_us, memory_us), np.nan)
     floor = np.where(floor > 0, floor, np.nan)
     df["floor_us"] = floor
+    no_rate = known & np.isnan(compute_us)
+    if no_rate.any():                        # FLOPs whose dtype the spec has no bounding rate for
+        df.loc[no_rate, "cost_note"] = [f"{n}; no floor: spec {spec.id} has no {d} {u} rate (docs/devices.md)"
+                                        for n, d, u in df.loc[no_rate, ["cost_note", "dtype", "compute_unit"]]
+                                        .itertuples(index=False)]
     units = df["compute_unit"].to_numpy()
     for unit, key in (("link", "a link bandwidth"), ("pcie", "pcie_gbs")):
         lost = (units == unit) & known & np.isnan(floor)
