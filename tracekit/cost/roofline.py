@@ -190,7 +190,7 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
         return df
     if spec is None:
         df["floor_us"], df["bound"], df["gap"] = np.nan, None, np.nan
-        df["covered"] = False
+        df["covered"], df["gap_floor_us"] = False, np.nan
         return df
     compute_us, memory_us = roofline_terms(df, spec)
     notes = df["cost_note"]                  # a view on another device: drop the last device's no-floor notes
@@ -215,8 +215,19 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
     if spec.launch_us:           # no kernel runs faster than the device lets one start and finish
         bound = np.where(floor < spec.launch_us, "launch", bound)
     df["bound"] = bound
-    _op_level_gaps(df, floor)
+    _op_level_gaps(df, floor, launch_floor(df, spec))
     return df
+
+
+def launch_floor(df: pd.DataFrame, spec) -> float | None:
+    """The shortest a separate kernel runs on the device: the spec's ``[launch] kernel_us``, or the table's
+    own shortest kernel where one ran shorter (the spec's figure is one kernel's minimum, not the device's:
+    a bf16 fill_ of a few elements ran 0.576 µs on the H200 whose one-element add_ never ran under 0.959)."""
+    if not spec.launch_us:
+        return None
+    dur = df.loc[df["kind"] == "kernel", "dur_us"].to_numpy(dtype=float)
+    dur = dur[dur > 0]
+    return min(spec.launch_us, float(dur.min())) if len(dur) else spec.launch_us
 
 
 def carrier_text(df: pd.DataFrame, col: str) -> pd.Series:
@@ -232,19 +243,26 @@ def carrier_text(df: pd.DataFrame, col: str) -> pd.Series:
     return text.fillna("-").astype(str)
 
 
-def _op_level_gaps(df: pd.DataFrame, floor: np.ndarray) -> None:
-    """gap = time / floor, where the time of an op call with several kernels (split-K reduce, cuDNN
-    helpers, a foreach op launched in chunks) is all its kernels' time, set against the floor the
-    op's carrier kernel holds; ``covered`` marks every row whose time is counted against a floor."""
+def _op_level_gaps(df: pd.DataFrame, floor: np.ndarray, launch_us: float | None = None) -> None:
+    """gap = time / max(floor, launch floor), where the time of an op call with several kernels (split-K
+    reduce, cuDNN helpers, a foreach op launched in chunks) is all its kernels' time, set against the floor
+    the op's carrier kernel holds, and the launch floor is the call's kernels x the spec's shortest kernel
+    (a separate kernel cannot run shorter: docs/method.md); ``gap_floor_us`` keeps what gap divides by
+    beside the roofline ``floor_us``; ``covered`` marks every row whose time is counted against a floor."""
     dur = df["dur_us"].to_numpy(dtype=float)
     has_floor = ~np.isnan(floor)
     op_id = df["op_id"].to_numpy()
     carried = set(op_id[has_floor & (op_id != -1)].tolist())
     covered = has_floor | ((op_id != -1) & df["op_id"].isin(carried).to_numpy())
     op_time = dur.copy()
+    kernels = np.ones(len(df))
     sibling_ops = (op_id != -1) & covered
     if sibling_ops.any():
-        totals = df.loc[sibling_ops].groupby("op_id")["dur_us"].sum()
-        op_time = np.where(has_floor & (op_id != -1), df["op_id"].map(totals).to_numpy(dtype=float), dur)
-    df["gap"] = op_time / floor
+        calls = df.loc[sibling_ops].groupby("op_id")["dur_us"]
+        carrier = has_floor & (op_id != -1)
+        op_time = np.where(carrier, df["op_id"].map(calls.sum()).to_numpy(dtype=float), dur)
+        kernels = np.where(carrier, df["op_id"].map(calls.size()).to_numpy(dtype=float), 1.0)
+    gap_floor = np.maximum(floor, kernels * launch_us) if launch_us else floor
+    df["gap"] = op_time / gap_floor
     df["covered"] = covered
+    df["gap_floor_us"] = gap_floor

@@ -65,10 +65,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("bound", "str", "roofline", '"compute" | "memory" | "launch" (floor below the device\'s shortest '
                                      'kernel, spec [launch] kernel_us) | "link" (a collective or a copy: bytes / the '
                                      'spec\'s link bandwidth, [link]) | None'),
-    Column("gap", "float", "roofline", "time / floor_us: the time of all the op call's kernels on the row that "
-                                     "carries its floor (NaN when no floor)"),
+    Column("gap", "float", "roofline", "time / gap_floor_us: the time of all the op call's kernels on the row "
+                                     "that carries its floor (NaN when no floor)"),
     Column("covered", "bool", "roofline", "the row's time is set against a floor: its own, or its op call's "
                                           "carried by a sibling kernel"),
+    Column("gap_floor_us", "float", "roofline", "what gap divides by: max(floor_us, the op call's kernels x the "
+                                              "spec's [launch] kernel_us), microseconds (NaN without a floor)"),
 )
 
 KERNEL_COLUMNS = [c.name for c in COLUMNS]

@@ -166,7 +166,7 @@ def _kernels(trace, views: list, top: int) -> list[dict]:
     position = pd.Series(np.arange(len(trace.kernels)), index=trace.kernels.index)
     costed = trace.kernels["flops"].notna().to_numpy()
     # the time a carrier's floor is set against: all its op call's kernels (gap = op time / floor)
-    op_time = (trace.kernels["gap"] * trace.kernels["floor_us"]).to_numpy(dtype=float)
+    op_time = (trace.kernels["gap"] * trace.kernels["gap_floor_us"]).to_numpy(dtype=float)
     for info, labels in _kernel_groups(trace, top):
         at = position.loc[labels].to_numpy()
         entry = {**info, "devices": []}

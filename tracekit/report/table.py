@@ -59,17 +59,19 @@ def kernel_groups(trace: Trace) -> pd.DataFrame:
                      fused=df["fused_ops"].map(lambda o: "+".join(o) if isinstance(o, list) else ""),
                      dtype_s=carrier_text(df, "dtype"), bound_s=carrier_text(df, "bound"),
                      counted=df["covered"] if "covered" in df else df["floor_us"].notna(),
-                     op_time=df["gap"] * df["floor_us"])      # a carrier's op call: all its kernels' time
+                     op_time=df["gap"] * df["gap_floor_us"],  # a carrier's op call: all its kernels' time
+                     gap_floor=df["gap_floor_us"])
     g = view.groupby(["name", "op_name", "shapes", "category", "dtype_s", "bound_s", "fused"], sort=False, dropna=False)
     out = g.agg(count=("dur_us", "size"), dur_us=("dur_us", "sum"), timed=("dur_us", "count"), flops=("flops", "sum"),
                 bytes=("bytes", "sum"), floor_us=("floor_us", "sum"), floored=("counted", "sum"),
-                op_time=("op_time", "sum"), carriers=("floor_us", "count")).reset_index()
+                op_time=("op_time", "sum"), carriers=("floor_us", "count"),
+                gap_floor_us=("gap_floor", "sum")).reset_index()
     out["dur_us"] = out["dur_us"].where(out["timed"] > 0)          # graphs without timings stay unknown
     out["all_floored"] = (out["floored"] == out["count"]) & (out["carriers"] > 0)
     out["floor_us"] = out["floor_us"].where(out["carriers"] > 0)   # chunks whose op's floor another group holds
     # the gap of the op calls whose floor the group carries (their kernels' time wherever they are grouped)
-    out["gap"] = out["op_time"] / out["floor_us"].where(out["all_floored"])
-    for c in ("count", "dur_us", "flops", "bytes", "floor_us"):
+    out["gap"] = out["op_time"] / out["gap_floor_us"].where(out["all_floored"])   # launch floor included
+    for c in ("count", "dur_us", "flops", "bytes", "floor_us", "gap_floor_us"):
         out[c] = out[c] / n_steps
     key = "dur_us" if out["timed"].any() else "floor_us"           # untimed graphs: biggest floors first
     return out.sort_values(key, ascending=False)
@@ -109,10 +111,11 @@ def top_groups(trace: Trace, by: str = "kernel", sort: str = "time", pattern=Non
                         if c != key})
         nums = g.agg(count=("count", "sum"), dur_us=("dur_us", lambda v: v.sum(min_count=1)), timed=("timed", "sum"),
                      flops=("flops", "sum"), bytes=("bytes", "sum"), floor_us=("floor_us", "sum"),
-                     floored=("floored", "sum"), all_floored=("all_floored", "all"))
+                     floored=("floored", "sum"), all_floored=("all_floored", "all"),
+                     gap_floor_us=("gap_floor_us", "sum"))
         out = text.join(nums).reset_index()
         # a group's gap only where every kernel in it has a floor (as within one kernel group)
-        out["gap"] = (out["dur_us"] / out["floor_us"]).where(out["all_floored"])
+        out["gap"] = (out["dur_us"] / out["gap_floor_us"]).where(out["all_floored"])
         out["name"] = out[key].astype(str)
         groups = out
     col = SORT[sort]

@@ -1,0 +1,32 @@
+"""Issue 24: numbers that mislead, each on a real trace (hand derivations in the tests' comments)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import H200
+
+from tracekit.analyze import analyze_path
+from tracekit.report.table import top_groups
+
+GPT_EAGER = H200 / "models" / "gpt_train_eager"
+
+
+def test_launch_bound_gap_is_against_the_shortest_kernel_not_a_sub_ns_floor():
+    """Issue 24.2: GPT-2 training, eager, on an H200. nll_loss_forward over [8192, 32768] logits reads one
+    logit per row and the targets: 8192·4 + 8192·8 + 4 + 4 = 98,312 B; / 4800 GB/s = 0.020482 µs, far below
+    the shortest kernel the device runs: the spec's 0.96 µs (a one-element add_), and this trace's own
+    shortest kernel, a cub DeviceScanInitKernel of 0.672 µs (so the launch floor is 0.672). Its ~18.8 µs read
+    as ~920x its roofline floor and topped `--sort gap`; against max(roofline, launch) it is ~28x, and the
+    roofline floor stays beside it."""
+    trace = analyze_path(GPT_EAGER)[0]
+    k = trace.kernels
+    nll = k[k["name"].str.contains("nll_loss_forward_reduce") & (k["step"] >= 0)]
+    assert len(nll) == 3                                             # one per step
+    assert nll["floor_us"].to_numpy() == pytest.approx(98_312 / 4.8e6, rel=1e-9)
+    assert (nll["bound"] == "launch").all() and nll["gap_floor_us"].to_numpy() == pytest.approx(0.672)
+    assert k.loc[k["kind"] == "kernel", "dur_us"].min() == pytest.approx(0.672)
+    assert nll["gap"].to_numpy() == pytest.approx(nll["dur_us"].to_numpy() / 0.672, rel=1e-12)
+    groups = top_groups(trace, sort="gap")
+    assert groups["gap"].max() < 30                                  # was 920x (nll_loss_forward)
+    assert (groups["gap"].dropna() >= 1).all()                       # no kernel beats its launch floor
