@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from conftest import H200
+from conftest import H200, ROOT, run_cli
 
 from tracekit.analyze import analyze_path
 from tracekit.report.table import top_groups
@@ -30,3 +32,27 @@ def test_launch_bound_gap_is_against_the_shortest_kernel_not_a_sub_ns_floor():
     groups = top_groups(trace, sort="gap")
     assert groups["gap"].max() < 30                                  # was 920x (nll_loss_forward)
     assert (groups["gap"].dropna() >= 1).all()                       # no kernel beats its launch floor
+
+
+TAIL = ROOT / "captures" / "cpu" / "tail_ops"
+
+
+def test_code_after_the_loop_does_not_join_the_last_step(tmp_path):
+    """Issue 24.3: a real CPU capture (captures/cpu/tail_ops.py, `tracekit capture`, root-module steps) of six
+    identical training steps of a small MLP, then `w * 2` and `.sum()` after the loop. Each step holds 20
+    top-level ops: linear, relu, linear, broadcast_tensors, mse_loss, ones_like (forward and loss), 10 autograd
+    evaluate_function rows (backward), 4 add_ (SGD on 2 weights + 2 biases). The last step's range runs to the
+    profiler's stop and held 25: detach, mul, sum and the two .item() calls after the loop."""
+    out = run_cli("explain", TAIL, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert [s["kernels"] for s in doc["steps"]] == [20] * 6
+    warned = [w for w in out.stderr.splitlines() if "after the last step" in w]
+    assert len(warned) == 1 and warned[0].startswith("tracekit: warning: 5 CPU ops after the last step")
+    assert all(op in warned[0] for op in ("detach", "mul", "sum", "item"))
+    tail = [k["name"] for k in doc["kernels"] if k["step"] == -1 and k["start_us"] > doc["kernels"][0]["start_us"]]
+    assert tail[-5:] == ["aten::detach", "aten::mul", "aten::sum", "aten::item", "aten::item"]
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[kernels_per_step]\nmax = 20\n")
+    checked = run_cli("check", TAIL, "--rules", rules, "--baseline", TAIL)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
