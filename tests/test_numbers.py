@@ -56,3 +56,25 @@ def test_code_after_the_loop_does_not_join_the_last_step(tmp_path):
     rules.write_text("[kernels_per_step]\nmax = 20\n")
     checked = run_cli("check", TAIL, "--rules", rules, "--baseline", TAIL)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_kernel_that_beats_its_dram_floor_says_its_input_was_hot_in_l2():
+    """Issue 24.4: GPT-2 training, eager, H200. The fp32 -> bf16 copy_ of the [8, 1024, 768] activations
+    reads 6,291,456 x 4 B and writes x 2 B = 37,748,736 B: 7.864 µs at 4800 GB/s, and it ran 6.56-7.58 µs
+    (0.83-0.96x that floor) because the kernel just before wrote its input (25 MB, well inside the 60 MiB L2).
+    The H200's L2 moves 6,394 GB/s (captures/h200/l2: a 16 MiB copy resident in L2), so its hot-L2 floor is
+    37,748,736 / 6394e3 = 5.904 µs and its gap is above 1. Measured on the same H200 the same cast ran 7.74 µs
+    with its input hot and 11.17 µs after a 256 MiB fill evicted L2 (captures/h200/l2/l2_bandwidth_log.txt)."""
+    out = run_cli("explain", GPT_EAGER, "--format", "json")
+    rows = [k for k in json.loads(out.stdout)["kernels"]
+            if k["op"] == "aten::copy_" and "bfloat16_copy" in k["name"] and k["bytes"] == 37_748_736]
+    beat = [k for k in rows if k["dur_us"] < 37_748_736 / 4.8e6]
+    assert len(beat) == 21                                            # 7 per step, 3 steps
+    for k in beat:
+        assert k["floor_us"] == pytest.approx(37_748_736 / 4.8e6, rel=1e-9)     # the DRAM floor stays
+        assert k["l2"] == "hot" and k["l2_floor_us"] == pytest.approx(37_748_736 / 6394e3, rel=1e-9)
+        assert k["gap_floor_us"] == k["l2_floor_us"] and 1.0 < k["gap"] == pytest.approx(k["dur_us"] / 5.9038, rel=1e-4)
+    trace = analyze_path(GPT_EAGER)[0]
+    k = trace.kernels
+    assert (k.loc[k["step"] >= 0, "gap"].dropna() >= 1).all()       # no kernel of a step beats its floor now
+    assert set(k["l2"].dropna()) == {"hot", "cold"}

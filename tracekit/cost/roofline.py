@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.cost.devices import LINK_UNITS
+from tracekit.cost.l2 import l2_floors
 from tracekit.cost.rates import rate_for
 from tracekit.model.keys import ValueKeys
 from tracekit.ops import Cost, OpCall, broadcast, cost_of, lookup
@@ -190,7 +191,7 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
         return df
     if spec is None:
         df["floor_us"], df["bound"], df["gap"] = np.nan, None, np.nan
-        df["covered"], df["gap_floor_us"] = False, np.nan
+        df["covered"], df["gap_floor_us"], df["l2"], df["l2_floor_us"] = False, np.nan, None, np.nan
         return df
     compute_us, memory_us = roofline_terms(df, spec)
     notes = df["cost_note"]                  # a view on another device: drop the last device's no-floor notes
@@ -215,7 +216,9 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
     if spec.launch_us:           # no kernel runs faster than the device lets one start and finish
         bound = np.where(floor < spec.launch_us, "launch", bound)
     df["bound"] = bound
-    _op_level_gaps(df, floor, launch_floor(df, spec))
+    state, hot = l2_floors(df, spec, compute_us, floor)       # inputs a recent kernel left in L2 (cost.l2)
+    df["l2"], df["l2_floor_us"] = state, hot
+    _op_level_gaps(df, floor, launch_floor(df, spec), np.where(np.isnan(hot), floor, hot))
     return df
 
 
@@ -243,11 +246,13 @@ def carrier_text(df: pd.DataFrame, col: str) -> pd.Series:
     return text.fillna("-").astype(str)
 
 
-def _op_level_gaps(df: pd.DataFrame, floor: np.ndarray, launch_us: float | None = None) -> None:
+def _op_level_gaps(df: pd.DataFrame, floor: np.ndarray, launch_us: float | None = None,
+                   gap_base: np.ndarray | None = None) -> None:
     """gap = time / max(floor, launch floor), where the time of an op call with several kernels (split-K
     reduce, cuDNN helpers, a foreach op launched in chunks) is all its kernels' time, set against the floor
-    the op's carrier kernel holds, and the launch floor is the call's kernels x the spec's shortest kernel
-    (a separate kernel cannot run shorter: docs/method.md); ``gap_floor_us`` keeps what gap divides by
+    the op's carrier kernel holds (its hot-L2 floor where ``gap_base`` gives one), and the launch floor is
+    the call's kernels x the shortest kernel (a separate kernel cannot run shorter: docs/method.md);
+    ``gap_floor_us`` keeps what gap divides by
     beside the roofline ``floor_us``; ``covered`` marks every row whose time is counted against a floor."""
     dur = df["dur_us"].to_numpy(dtype=float)
     has_floor = ~np.isnan(floor)
@@ -262,7 +267,8 @@ def _op_level_gaps(df: pd.DataFrame, floor: np.ndarray, launch_us: float | None 
         carrier = has_floor & (op_id != -1)
         op_time = np.where(carrier, df["op_id"].map(calls.sum()).to_numpy(dtype=float), dur)
         kernels = np.where(carrier, df["op_id"].map(calls.size()).to_numpy(dtype=float), 1.0)
-    gap_floor = np.maximum(floor, kernels * launch_us) if launch_us else floor
+    base = floor if gap_base is None else gap_base        # a hot row: its hot-L2 floor
+    gap_floor = np.maximum(base, kernels * launch_us) if launch_us else base
     df["gap"] = op_time / gap_floor
     df["covered"] = covered
     df["gap_floor_us"] = gap_floor
