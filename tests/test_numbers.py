@@ -78,3 +78,58 @@ def test_a_kernel_that_beats_its_dram_floor_says_its_input_was_hot_in_l2():
     k = trace.kernels
     assert (k.loc[k["step"] >= 0, "gap"].dropna() >= 1).all()       # no kernel of a step beats its floor now
     assert set(k["l2"].dropna()) == {"hot", "cold"}
+
+
+def test_a_bundle_missing_its_execution_trace_warns(tmp_path):
+    """Issue 24.7: a copy of the real bert_infer bundle without et.json.gz, which its meta.json names: the
+    one-kernel floors fall back to estimates, and explain says so once; the whole bundle says nothing."""
+    import shutil
+    bundle = ROOT / "captures" / "h200" / "models2" / "bert_infer"
+    for name in ("meta.json", "trace.json.gz"):
+        shutil.copy(bundle / name, tmp_path / name)
+    out = run_cli("explain", tmp_path, "--format", "json")
+    assert out.returncode == 0
+    warned = [w for w in out.stderr.splitlines() if "names the execution trace et.json.gz" in w]
+    assert len(warned) == 1 and "estimates" in warned[0]
+    assert json.loads(out.stdout)["summary"]["fused_floor_kind_per_step"] == ["estimate"] * 3
+    whole = run_cli("explain", bundle, "--format", "json")
+    assert "names the execution trace" not in whole.stderr
+
+
+def test_a_cupti_range_profiler_trace_says_it_is_not_a_kernel_trace():
+    """Issue 24.7: HTA's tests/data/cupti_profiler trace (copied unchanged, tests/data/peers/SOURCES.md) holds
+    77 cuda_profiler_range events (hardware counters per kernel) and no kernel events: it read as CPU-only."""
+    out = run_cli("explain", ROOT / "tests" / "data" / "peers" / "hta" /
+                  "cupti_profiler_benchmark_result_924719_1679055439_trace.json.gz")
+    assert out.returncode == 0
+    warned = [w for w in out.stderr.splitlines() if "cuda_profiler_range" in w]
+    assert len(warned) == 1 and warned[0].startswith("tracekit: warning: 77 CUPTI range-profiler events")
+    assert "not a kernel trace" in warned[0]
+
+
+DW = H200 / "ops24" / "dw_upsample.json.gz"
+
+
+def test_depthwise_conv_and_upsample_records_on_a_real_h200_trace():
+    """Issue 24.9: captures/h200/ops24/dw_upsample.py (a user's own torch.profiler call on an H200, cuDNN off so
+    PyTorch's depthwise kernels run). By hand:
+    _conv_depthwise2d x [8,64,56,56] fp32, w [64,1,3,3], bias [64], pad 1: out 56x56;
+      FLOPs 2·8·64·3136·9 = 28,901,376; bytes x 6,422,528 + w 2,304 + b 256 + y 6,422,528 = 12,847,616
+    _conv_depthwise2d (a Conv1d) x [1,1024,1,8] bf16, w [1024,1,1,4], pad [0,3]: out 1x11;
+      FLOPs 2·1024·11·4 = 90,112; bytes x 16,384 + w 8,192 + y 22,528 = 47,104
+    upsample_nearest2d / upsample_bilinear2d x [8,64,28,28] fp32 -> [8,64,56,56] (output_size [56, 56] in
+      Concrete Inputs): bytes 401,408 x 4 + 1,605,632 x 4 = 8,028,160; FLOPs nearest 0, bilinear 7 per output
+      element (4 weighted taps: 4 multiplies + 3 adds): 7 x 1,605,632 = 11,239,424."""
+    trace = analyze_path(DW)[0]
+    k = trace.kernels[trace.kernels["step"] == 0]
+    by_op = {}
+    for r in k.itertuples():
+        by_op.setdefault(r.op, []).append(r)
+    dw2, dw1 = sorted(by_op["aten::_conv_depthwise2d"], key=lambda r: -r.flops)
+    assert (dw2.flops, dw2.bytes, dw2.dtype, dw2.compute_unit) == (28_901_376, 12_847_616, "fp32", "vector")
+    assert (dw1.flops, dw1.bytes, dw1.dtype) == (90_112, 47_104, "bf16")
+    assert dw2.floor_us == pytest.approx(12_847_616 / 4.8e6, rel=1e-9)     # memory-bound on the H200
+    (near,), (bil,) = by_op["aten::upsample_nearest2d"], by_op["aten::upsample_bilinear2d"]
+    assert (near.flops, near.bytes) == (0, 8_028_160)
+    assert (bil.flops, bil.bytes) == (7 * 1_605_632, 8_028_160)
+    assert trace.kernels["floor_us"].notna().all()                    # every kernel costed (none were before)

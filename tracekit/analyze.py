@@ -172,7 +172,26 @@ def analyze_path(path: str | Path, step_marker: str | None = None, device: str |
         raise TracekitError(f"{found}: no such execution trace file")
     bundle_dir = bundle_dir_of(p)
     trace = skip_steps(load_normalised(p, step_marker, bundle_dir), skip)
+    if found is None:
+        lost = _missing_execution_trace(p)
+        if lost:
+            trace.warnings.append(lost)
     return [annotate(trace, device, spec, bundle_dir, found)]
+
+
+def _missing_execution_trace(path: Path) -> str | None:
+    """A warning when the bundle's meta.json names an execution trace the bundle does not hold: the
+    one-kernel floors fall back to estimates (size+dtype links) instead of exact storages."""
+    folder = path if path.is_dir() else path.parent
+    try:
+        meta = bundle.read_meta(folder) or {}
+    except TracekitError:
+        return None
+    named = meta.get("execution_trace") if isinstance(meta, dict) else None
+    if not isinstance(named, str) or not named or (folder / named).is_file():
+        return None
+    return (f"meta.json names the execution trace {named}, but {folder} does not hold it: one-kernel floors "
+            "are estimates (tensors matched by size and dtype), not exact")
 
 
 def load_normalised(path: Path, step_marker: str | None = None, bundle_dir: Path | None = None) -> Trace:
