@@ -39,21 +39,22 @@ TAIL = ROOT / "captures" / "cpu" / "tail_ops"
 
 def test_code_after_the_loop_does_not_join_the_last_step(tmp_path):
     """Issue 24.3: a real CPU capture (captures/cpu/tail_ops.py, `tracekit capture`, root-module steps) of six
-    identical training steps of a small MLP, then `w * 2` and `.sum()` after the loop. Each step holds 20
-    top-level ops: linear, relu, linear, broadcast_tensors, mse_loss, ones_like (forward and loss), 10 autograd
-    evaluate_function rows (backward), 4 add_ (SGD on 2 weights + 2 biases). The last step's range runs to the
-    profiler's stop and held 25: detach, mul, sum and the two .item() calls after the loop."""
+    identical training steps of a small MLP, then `w * 2` and `.sum()` after the loop. Each step holds 30
+    rows: linear, relu, linear, broadcast_tensors, mse_loss, ones_like (forward and loss), 20 aten ops of
+    backward (its 10 autograd evaluate_function rows' leaf ops, issue 24.10), 4 add_ (SGD on 2 weights + 2
+    biases). The last step's range runs to the profiler's stop and held 5 more: detach, mul, sum and the two
+    .item() calls after the loop."""
     out = run_cli("explain", TAIL, "--format", "json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert [s["kernels"] for s in doc["steps"]] == [20] * 6
+    assert [s["kernels"] for s in doc["steps"]] == [30] * 6
     warned = [w for w in out.stderr.splitlines() if "after the last step" in w]
     assert len(warned) == 1 and warned[0].startswith("tracekit: warning: 5 CPU ops after the last step")
     assert all(op in warned[0] for op in ("detach", "mul", "sum", "item"))
     tail = [k["name"] for k in doc["kernels"] if k["step"] == -1 and k["start_us"] > doc["kernels"][0]["start_us"]]
     assert tail[-5:] == ["aten::detach", "aten::mul", "aten::sum", "aten::item", "aten::item"]
     rules = tmp_path / "rules.toml"
-    rules.write_text("[kernels_per_step]\nmax = 20\n")
+    rules.write_text("[kernels_per_step]\nmax = 30\n")
     checked = run_cli("check", TAIL, "--rules", rules, "--baseline", TAIL)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
@@ -133,3 +134,23 @@ def test_depthwise_conv_and_upsample_records_on_a_real_h200_trace():
     assert (near.flops, near.bytes) == (0, 8_028_160)
     assert (bil.flops, bil.bytes) == (7 * 1_605_632, 8_028_160)
     assert trace.kernels["floor_us"].notna().all()                    # every kernel costed (none were before)
+
+
+def test_a_cpu_trace_reads_as_cpu_ops_costs_backward_leaves_and_says_whose_cpu_spec():
+    """Issue 24.10 on captures/cpu/tail_ops (a real CPU capture). Backward was 10 `autograd::engine::evaluate_function`
+    rows per step with no floor; their leaf ops are costed instead. By hand, the three backward matmuls
+    (x [32,64] does not need a gradient, so layer 1 has no grad_input): layer 2's grad_input [32,8]@[8,64]
+    and grad_weight [8,32]@[32,64]: 2·32·8·64 = 32,768 FLOPs each; layer 1's grad_weight [64,32]@[32,64]:
+    2·64·32·64 = 262,144. The step table's headings say CPU, and the builtin cpu spec says it is another
+    machine's and points to `tracekit calibrate`."""
+    out = run_cli("explain", TAIL, "--spec", "cpu", "--format", "json")
+    doc = json.loads(out.stdout)
+    steps = {s["step"] for s in doc["steps"]}
+    rows = [k for k in doc["kernels"] if k["step"] in steps]
+    assert not [k for k in rows if k["name"].startswith("autograd::engine::evaluate_function")]
+    mms = sorted(k["flops"] for k in rows if k["name"] == "aten::mm" and k["step"] == 0)
+    assert mms == [32_768, 32_768, 262_144]
+    assert min(doc["summary"]["costed_pct_per_step"]) > 99           # backward was uncosted (25-84 % costed)
+    assert sum("another machine" in w and "tracekit calibrate --device cpu" in w for w in out.stderr.splitlines()) == 1
+    text = run_cli("explain", TAIL).stdout
+    assert "CPU busy" in text and "GPU busy" not in text and "CPU ops" in text

@@ -55,16 +55,22 @@ def execution_trace_of(path: Path) -> Path | None:
     return None
 
 
+CPU_SPEC_WARNING = ("spec cpu: the builtin cpu spec was measured on another machine (tracekit's 2-core dev VM); "
+                    "measure this one with `tracekit calibrate --device cpu -o this_cpu.toml` and pass --spec this_cpu.toml")
+
+
 def choose_spec(trace: Trace, device: str | None, spec: str | None):
     """--spec file, else --device id, else the spec matching the trace's device; None when unknown."""
-    if spec:
-        return load_spec(spec)
-    if device:
-        return spec_by_id(device)
+    if spec or device:
+        chosen = load_spec(spec) if spec else spec_by_id(device)
+        if chosen.id == "cpu" and chosen.path == spec_by_id("cpu").path:     # the builtin one, not a calibrated file
+            trace.warnings.append(CPU_SPEC_WARNING)
+        return chosen
     if trace.metadata.get("framework") == "mlx":
         return _mlx_spec(trace)
     if trace.is_cpu_only:
-        trace.warnings.append("CPU-only trace: no floors unless --device or --spec names the CPU's ceilings")
+        trace.warnings.append("CPU-only trace: no floors unless --spec names this CPU's ceilings (tracekit calibrate "
+                              "--device cpu -o this_cpu.toml writes them)")
         return None
     if not trace.device_properties:
         trace.warnings.append("trace names no device: no floors (use --device or --spec)")

@@ -42,6 +42,7 @@ ALWAYS = {"time", "gap", "count"}
 ON_SECOND_LINE = ("op", "bound", "category", "dtype", "shapes")   # dropped text columns go under the name
 # step table columns in the same order: step, kernels and kernel time always stay
 STEP_COLUMNS = ("step", "kernels", "kernel time", "GPU busy", "idle", "gap", "floor", "costed")
+CPU_HEADINGS = {"kernels": "CPU ops", "kernel time": "op time", "GPU busy": "CPU busy"}   # CPU-only traces
 
 
 def kernel_groups(trace: Trace) -> pd.DataFrame:
@@ -198,8 +199,10 @@ def _step_table(trace: Trace, width: int, wide: bool) -> Table:
     cells, n_rows, note = step_cells(list(step_table(trace).itertuples()), STEP_COLUMNS, fill)
     cols = list(STEP_COLUMNS) if wide else _fit(cells, STEP_COLUMNS, {"step", "kernels", "kernel time"}, width)
     st = Table(title="per step" + note, show_edge=False)
+    heads = CPU_HEADINGS if trace.is_cpu_only else {}          # a CPU-only trace: its rows are CPU ops
     for c in cols:
-        st.add_column("idle between kernels" if c == "idle" and wide else c, justify="right", no_wrap=True)
+        head = "idle between kernels" if c == "idle" and wide else c
+        st.add_column(heads.get(c, head), justify="right", no_wrap=True)
     for i in range(n_rows):
         st.add_row(*(cells[c][i] for c in cols))
     return st
