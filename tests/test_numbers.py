@@ -154,3 +154,14 @@ def test_a_cpu_trace_reads_as_cpu_ops_costs_backward_leaves_and_says_whose_cpu_s
     assert sum("another machine" in w and "tracekit calibrate --device cpu" in w for w in out.stderr.splitlines()) == 1
     text = run_cli("explain", TAIL).stdout
     assert "CPU busy" in text and "GPU busy" not in text and "CPU ops" in text
+
+
+def test_the_top_table_says_which_rows_are_set_against_a_hot_l2_floor():
+    """Issue 24.4, the text output: GPT-2's fp32 -> bf16 copy_ rows whose input was hot show `L2 hot` as their
+    bound in the top table; compute-bound rows keep `compute` (their hot floor is their compute floor)."""
+    from tracekit.report.table import top_groups
+    groups = top_groups(analyze_path(GPT_EAGER)[0])
+    casts = groups[groups["name"].str.contains("bfloat16_copy") & (groups["bound_s"] == "L2 hot")]
+    assert len(casts) >= 1 and (casts["gap"] > 1).all()
+    mm = groups[groups["op_name"] == "aten::mm"]
+    assert "compute" in set(mm["bound_s"]) and "L2 hot" not in set(mm["bound_s"])

@@ -45,6 +45,15 @@ STEP_COLUMNS = ("step", "kernels", "kernel time", "GPU busy", "idle", "gap", "fl
 CPU_HEADINGS = {"kernels": "CPU ops", "kernel time": "op time", "GPU busy": "CPU busy"}   # CPU-only traces
 
 
+def _bound_text(df: pd.DataFrame) -> pd.Series:
+    """The bound as the top table shows it: ``L2 hot`` where a memory-bound row's gap is set against its
+    hot-L2 floor (cost.l2), so hot and cold calls of one kernel are separate rows."""
+    text = carrier_text(df, "bound")
+    if "l2" not in df:
+        return text
+    return text.where(~((df["l2"].astype(object) == "hot") & (text == "memory")), "L2 hot")
+
+
 def kernel_groups(trace: Trace) -> pd.DataFrame:
     """Kernels grouped by (name, op, shapes), per-step means over the steps' kernels (kernels outside
     every step are left out when there are steps), sorted by time. A group's gap is its time over its
@@ -58,7 +67,7 @@ def kernel_groups(trace: Trace) -> pd.DataFrame:
     n_steps = max(1, len(trace.steps))
     view = df.assign(shapes=df["op_dims"].map(_shapes), op_name=df["op"].fillna("-").astype(str),
                      fused=df["fused_ops"].map(lambda o: "+".join(o) if isinstance(o, list) else ""),
-                     dtype_s=carrier_text(df, "dtype"), bound_s=carrier_text(df, "bound"),
+                     dtype_s=carrier_text(df, "dtype"), bound_s=_bound_text(df),
                      counted=df["covered"] if "covered" in df else df["floor_us"].notna(),
                      op_time=df["gap"] * df["gap_floor_us"],  # a carrier's op call: all its kernels' time
                      gap_floor=df["gap_floor_us"])
