@@ -26,8 +26,6 @@ def l2_floors(df: pd.DataFrame, spec, compute_us: np.ndarray, floor: np.ndarray)
     l2_gbs, l2_bytes = getattr(spec, "l2_gbs", None), getattr(spec, "l2_bytes", None)
     if not l2_gbs or not l2_bytes or "et_io" not in df or n == 0:
         return state, hot_floor
-    from tracekit.fusion.exact import ExactIO     # the join's record type (fusion builds it)
-
     io = df["et_io"].to_numpy()
     kinds = df["kind"].to_numpy()
     nbytes = df["bytes"].to_numpy(dtype=float)
@@ -39,7 +37,7 @@ def l2_floors(df: pd.DataFrame, spec, compute_us: np.ndarray, floor: np.ndarray)
         if kinds[i] != "kernel":
             continue
         x = io[i]
-        if isinstance(x, ExactIO):
+        if hasattr(x, "rf_id") and hasattr(x, "reads"):      # an execution-trace join (fusion.exact.ExactIO)
             if floor[i] == floor[i] and nbytes[i] == nbytes[i]:
                 fresh = [written.get((devices[i], a.t.storage)) for a in x.reads]
                 hot = nbytes[i] <= l2_bytes and any(w is not None and position - w[0] <= RECENT_KERNELS
