@@ -58,6 +58,8 @@ def test_every_builtin_spec_loads_with_sources():
             numbers["memory.l2_bytes"] = spec.l2_bytes
         if spec.launch_us is not None:
             numbers["launch.kernel_us"] = spec.launch_us
+        if spec.l2_gbs is not None:
+            numbers["memory.l2_gbs"] = spec.l2_gbs
         numbers.update({f"link.{k}": v for k, v in spec.links.items()})
         assert numbers, spec.id
         assert set(numbers) == set(spec.sources), spec.id

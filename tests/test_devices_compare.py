@@ -57,7 +57,8 @@ def test_seed_b128_floors_table_on_rtx5090_and_m5_pro():
     assert r["bound"] == "memory" and r["ridge"] == pytest.approx(209.5e12 / 1792e9, rel=1e-6)   # 116.9 FLOP/B
     assert r["floor_sum_us"] == pytest.approx(1.7566, abs=5e-4)      # the 2-kernel floor
     assert m["one_kernel_floor_us"] == pytest.approx(8.5456, abs=5e-4)
-    assert m["compute_us"] == pytest.approx(8.5218, abs=5e-4)        # no fp32 rate on the M5 Pro: relu adds 0
+    # no fp32 rate on the M5 Pro: relu's 131,072 FLOPs at the bf16 stand-in 31.5 (docs/devices.md) add 0.00416 µs
+    assert m["compute_us"] == pytest.approx(8.5218 + 131_072 / 31.5e6, abs=5e-5)
     assert m["ridge"] == pytest.approx(31.5e12 / 307e9, rel=1e-6)    # 102.6 FLOP/B
     assert (r["compute_roof"], r["memory_roof"]) == ("datasheet", "datasheet")
     assert (m["compute_roof"], m["memory_roof"]) == ("measured", "datasheet")
@@ -99,7 +100,9 @@ def test_identical_steps_are_one_group_and_kernels_carry_floors():
     relu = next(k for k in doc["devices"]["kernels"] if k["op"] == "aten::clamp_min")
     m = next(d for d in relu["devices"] if d["spec"] == "apple-m5-pro")
     assert m["floor_us"] == pytest.approx(524_288 / 307e3, rel=1e-9)       # 1.7078 µs, memory only
-    assert m["compute_roof"] is None and m["ridge"] is None                # Apple publishes no fp32 rate
+    # Apple publishes no fp32 rate: the relu's compute term stands in the bf16 rate, which bounds it
+    assert (m["peak_key"], m["peak_stand_in"], m["compute_roof"]) == ("bf16", True, "measured")
+    assert m["compute_us"] == pytest.approx(131_072 / 31.5e6, rel=1e-9)
 
 
 def test_fp16_uses_the_fp32_accumulate_rate(tmp_path):
@@ -134,6 +137,39 @@ def test_fp16_accumulate_rate_only_when_asked():
                 key = peak_key(spec, dtype, unit)
                 rate = compute_rate(spec, dtype, unit)
                 assert (spec.peak_tflops[key] if key else None) == rate, (spec.id, dtype, unit)
+
+
+def test_missing_fp16_rate_is_not_free_on_the_m5_pro():
+    """Issue 24.1: BERT-base fp16 inference (batch 32 x 128, a real H200 capture) on the M5 Pro, whose spec has
+    only a bf16 rate. By hand, per forward: 12 layers x 2 x 4096 tokens x (4·768² + 2·768·3072) = 695.78 GFLOP
+    in the linears, 12 x 2 x (2·32·12·128²·64) = 19.33 GFLOP in attention, pooler 2·32·768² = 0.04 GFLOP:
+    715.15 GFLOP at 31.5 TFLOP/s = 22.70 ms. The compute floor was 0 and the one-kernel floor 580 µs."""
+    doc = devices_doc(ROOT / "captures" / "h200" / "models2" / "bert_infer", "h200,apple-m5-pro")
+    step = doc["devices"]["steps"][0]
+    m = step_on(doc, "apple-m5-pro")
+    assert (step["dtype"], m["peak_key"], m["peak_stand_in"]) == ("fp16", "bf16", True)
+    assert m["compute_us"] >= 715.15e9 / 31.5e6 - 1                 # the matmuls alone, 22,703 µs
+    assert m["compute_us"] == pytest.approx(step["flops"] / 31.5e6, rel=1e-6)   # vector work at the stand-in too
+    assert m["one_kernel_floor_us"] == m["compute_us"] and m["bound"] == "compute"
+    h = step_on(doc, "h200")                                          # its own fp16 rate, no stand-in
+    assert (h["peak_key"], h["peak_stand_in"]) == ("fp16", False)
+    # the step's one device-to-host copy has no floor on the M5 Pro (no PCIe link in its spec): partial
+    assert m["one_kernel_partial"] and not h["one_kernel_partial"]
+    out = run_cli("explain", ROOT / "captures" / "h200" / "models2" / "bert_infer", "--devices", "h200,apple-m5-pro")
+    assert "bf16 for fp16 31.5 TFLOP/s M" in out.stdout
+
+
+def test_a_rate_nothing_bounds_leaves_the_floor_out():
+    """Synthetic specs: fp8 on the A100 (no fp8 rate, and no listed rate bounds fp8) is unknown; fp16 <-> bf16
+    stand in for each other; fp32 and vector work take the fastest 16-bit-or-wider rate."""
+    from tracekit.cost.rates import rate_for
+    a100, v100, m5, cpu = (spec_by_id(i) for i in ("a100-sxm-40gb", "v100", "apple-m5-pro", "cpu"))
+    assert rate_for(a100, "fp8", "matrix") == (None, None, False)
+    assert rate_for(v100, "bf16", "matrix") == ("fp16", 125.0, True)
+    assert rate_for(m5, "fp32", "matrix") == ("bf16", 31.5, True)
+    assert rate_for(cpu, "bf16", "matrix") == (None, None, False)     # fp32 does not bound an AMX bf16 matmul
+    assert rate_for(cpu, "bf16", "vector") == ("fp32", 0.155, False)
+    assert rate_for(a100, "fp16", "vector")[0] == "fp32"
 
 
 def test_roof_kinds():
@@ -189,15 +225,16 @@ def compare_doc(a, b, *extra) -> dict:
 def test_compare_h200_bundle_with_mlx_lazy_graph():
     """H200 eager (nvjet addmm with the bias, relu) against MLX lazy (Matmul, Add, Maximum): names differ,
     the work matches by op class. Floors on each side's own spec: A on the H200 (0.54656 + 524,288 / 4.8e6 =
-    0.65579 µs; one kernel 0.54656), B on the cpu spec (25.3 GB/s, no bf16 rate: the kernels' bytes
-    2,621,440 + 526,336 + 524,290 = 3,672,066 / 25.3e3 = 145.14 µs; one kernel 2,623,490 / 25.3e3 = 103.70)."""
+    0.65579 µs; one kernel 0.54656), B on the cpu spec (25.3 GB/s, no bf16 matrix rate and none that bounds
+    it: the Matmul has no floor (issue 24.1), the Add and Maximum's bytes 526,336 + 524,290 = 1,050,626 /
+    25.3e3 = 41.527 µs; one kernel 2,623,490 / 25.3e3 = 103.70, the Matmul's FLOPs left out)."""
     doc = compare_doc(EAGER_BUNDLE, LAZY)
     per = doc["per_step"]
     assert (per["kernels"]["a"], per["kernels"]["b"]) == (2, 3)
     assert (per["fused_ops"]["a"], per["fused_ops"]["b"]) == (3, 3)
     assert per["floor_us"]["a"] == pytest.approx(0.65579, abs=1e-5)
     assert per["one_kernel_floor_us"]["a"] == pytest.approx(0.54656, abs=1e-6)
-    assert per["floor_us"]["b"] == pytest.approx(145.14, abs=0.01)
+    assert per["floor_us"]["b"] == pytest.approx(41.527, abs=0.001)
     assert per["one_kernel_floor_us"]["b"] == pytest.approx(103.70, abs=0.01)
     explained = run_cli("explain", EAGER_BUNDLE, "--format", "json")
     steps = json.loads(explained.stdout)["steps"]
@@ -212,7 +249,7 @@ def test_compare_h200_bundle_with_mlx_lazy_graph():
     assert (ew["a"]["kernels"], ew["b"]["kernels"]) == (1, 2)
     assert ew["a"]["fused_op_sets"] == {"relu": 1} and ew["b"]["fused_op_sets"] == {"add": 1, "maximum": 1}
     assert mm["a"]["floor_us"] == pytest.approx(0.54656, abs=1e-6)
-    assert mm["b"]["floor_us"] == pytest.approx(2_621_440 / 25.3e3, rel=1e-9)
+    assert mm["b"]["floor_us"] is None          # bf16 matmul on the cpu spec: no rate bounds it (issue 24.1)
 
 
 def test_compare_compiled_sides_match_fused_elementwise_and_same_spec_floors_agree():

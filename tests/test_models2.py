@@ -190,7 +190,7 @@ def test_top_table_sets_every_covered_kernel_against_one_floor_once():
     groups = top_groups(trace)
     df = trace.kernels[trace.kernels["step"] >= 0]
     with_gap = groups[groups["gap"].notna()]
-    assert (with_gap["gap"] * with_gap["floor_us"]).sum() == pytest.approx(
+    assert (with_gap["gap"] * with_gap["gap_floor_us"]).sum() == pytest.approx(   # gap: time / gap floor
         df.loc[df["covered"], "dur_us"].sum() / len(trace.steps), rel=1e-9)
     bn = groups[groups["op_name"] == "aten::native_batch_norm_backward"]
     assert len(bn) >= 2 and (bn["gap"].dropna() > 1).all()

@@ -348,7 +348,7 @@ def _json_groups(doc: dict, key, pattern: str | None = None) -> dict:
     """Per-step sums of the steps' kernels grouped by ``key(kernel)``, from the explain JSON alone:
     count, time, floor (the floors there are) and whether every kernel of the group has one."""
     steps = {s["step"] for s in doc["steps"]}
-    out = defaultdict(lambda: {"count": 0, "time": 0.0, "floor": 0.0, "all": True})
+    out = defaultdict(lambda: {"count": 0, "time": 0.0, "floor": 0.0, "gap_floor": 0.0, "all": True})
     for k in doc["kernels"]:
         if k["step"] not in steps:
             continue
@@ -358,9 +358,11 @@ def _json_groups(doc: dict, key, pattern: str | None = None) -> dict:
         g["count"] += 1
         g["time"] += k["dur_us"] or 0.0
         g["floor"] += k["floor_us"] or 0.0
+        g["gap_floor"] += k["gap_floor_us"] or 0.0      # max(floor, launch floor): what gap divides by
         g["all"] = g["all"] and k["floor_us"] is not None
     n = len(steps)
-    return {name: {"count": g["count"] / n, "time": g["time"] / n, "floor": g["floor"] / n, "all": g["all"]}
+    return {name: {"count": g["count"] / n, "time": g["time"] / n, "floor": g["floor"] / n,
+                   "gap_floor": g["gap_floor"] / n, "all": g["all"]}
             for name, g in out.items()}
 
 
@@ -405,7 +407,7 @@ def test_top_table_sorted_by_gap_puts_groups_without_a_floor_last():
 
     doc = explain_json(LLAMA)
     groups = _json_groups(doc, lambda k: k["category"])
-    gaps = {n: (g["time"] / g["floor"] if g["all"] and g["floor"] else None) for n, g in groups.items()}
+    gaps = {n: (g["time"] / g["gap_floor"] if g["all"] and g["floor"] else None) for n, g in groups.items()}
     out = render_tables(analyze(LLAMA), 120, top=10, by="category", sort="gap")
     names = [r[0] for r in _top_rows(out)[1:]]
     with_gap = sorted((n for n in gaps if gaps[n] is not None), key=lambda n: -gaps[n])

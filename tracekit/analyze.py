@@ -55,16 +55,22 @@ def execution_trace_of(path: Path) -> Path | None:
     return None
 
 
+CPU_SPEC_WARNING = ("spec cpu: the builtin cpu spec was measured on another machine (tracekit's 2-core dev VM); "
+                    "measure this one with `tracekit calibrate --device cpu -o this_cpu.toml` and pass --spec this_cpu.toml")
+
+
 def choose_spec(trace: Trace, device: str | None, spec: str | None):
     """--spec file, else --device id, else the spec matching the trace's device; None when unknown."""
-    if spec:
-        return load_spec(spec)
-    if device:
-        return spec_by_id(device)
+    if spec or device:
+        chosen = load_spec(spec) if spec else spec_by_id(device)
+        if chosen.id == "cpu" and chosen.path == spec_by_id("cpu").path:     # the builtin one, not a calibrated file
+            trace.warnings.append(CPU_SPEC_WARNING)
+        return chosen
     if trace.metadata.get("framework") == "mlx":
         return _mlx_spec(trace)
     if trace.is_cpu_only:
-        trace.warnings.append("CPU-only trace: no floors unless --device or --spec names the CPU's ceilings")
+        trace.warnings.append("CPU-only trace: no floors unless --spec names this CPU's ceilings (tracekit calibrate "
+                              "--device cpu -o this_cpu.toml writes them)")
         return None
     if not trace.device_properties:
         trace.warnings.append("trace names no device: no floors (use --device or --spec)")
@@ -172,7 +178,26 @@ def analyze_path(path: str | Path, step_marker: str | None = None, device: str |
         raise TracekitError(f"{found}: no such execution trace file")
     bundle_dir = bundle_dir_of(p)
     trace = skip_steps(load_normalised(p, step_marker, bundle_dir), skip)
+    if found is None:
+        lost = _missing_execution_trace(p)
+        if lost:
+            trace.warnings.append(lost)
     return [annotate(trace, device, spec, bundle_dir, found)]
+
+
+def _missing_execution_trace(path: Path) -> str | None:
+    """A warning when the bundle's meta.json names an execution trace the bundle does not hold: the
+    one-kernel floors fall back to estimates (size+dtype links) instead of exact storages."""
+    folder = path if path.is_dir() else path.parent
+    try:
+        meta = bundle.read_meta(folder) or {}
+    except TracekitError:
+        return None
+    named = meta.get("execution_trace") if isinstance(meta, dict) else None
+    if not isinstance(named, str) or not named or (folder / named).is_file():
+        return None
+    return (f"meta.json names the execution trace {named}, but {folder} does not hold it: one-kernel floors "
+            "are estimates (tensors matched by size and dtype), not exact")
 
 
 def load_normalised(path: Path, step_marker: str | None = None, bundle_dir: Path | None = None) -> Trace:

@@ -27,7 +27,8 @@ PEAK_KEYS = (
     "fp64", "fp64_tensor", "fp32", "fp32_tensor", "tf32",
     "bf16", "fp16", "fp16_fp16acc", "fp8", "int8",
 )
-MEMORY_KEYS = ("bandwidth_gbs", "l2_bytes", "elementwise_gbs")   # elementwise_gbs: informational (a + b)
+MEMORY_KEYS = ("bandwidth_gbs", "l2_bytes", "elementwise_gbs", "l2_gbs")   # elementwise_gbs: informational
+# (a + b); l2_gbs: bytes per second a kernel moves when its tensors are resident in L2 (hot-L2 floors, cost.l2)
 LAUNCH_KEYS = ("kernel_us",)       # the shortest a kernel runs on the device (launch and teardown)
 LINK_KEYS = ("nvlink_gbs", "xgmi_gbs", "pcie_gbs")   # GB/s per direction, all links of one GPU (collectives)
 LINK_UNITS = ("link", "pcie")   # compute_unit of rows whose bytes cross a link (transfer_gbs): bound "link"
@@ -82,6 +83,7 @@ class DeviceSpec:
     max_memory_gb: float | None = None
     launch_us: float | None = None        # shortest kernel time on the device ([launch] kernel_us)
     elementwise_gbs: float | None = None  # bytes read + written per s by a large a + b (not used by floors)
+    l2_gbs: float | None = None           # bytes per s with the tensors in L2 (hot-L2 floors, cost.l2)
     kinds: dict[str, str] = field(default_factory=dict)     # "peak.bf16" -> measured | datasheet | device
     skipped: dict[str, str] = field(default_factory=dict)   # "peak.fp8" -> why it was not measured
     links: dict[str, float] = field(default_factory=dict)   # [link] nvlink_gbs / xgmi_gbs / pcie_gbs, per direction
@@ -213,6 +215,7 @@ def _parse(data: bytes, where: str) -> DeviceSpec:
         notes=str(doc.get("notes", "")).strip(), match=tuple(patterns), match_properties=props,
         min_memory_gb=bounds["min_memory_gb"], max_memory_gb=bounds["max_memory_gb"],
         launch_us=launch.get("kernel_us"), elementwise_gbs=memory.get("elementwise_gbs"), kinds=kinds,
+        l2_gbs=memory.get("l2_gbs"),
         skipped=dict(skipped), links=links,
     )
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import copy
 
-from tracekit.cost.devices import LINK_UNITS, DeviceSpec, canonical_dtype, load_spec
+from tracekit.cost.devices import DeviceSpec, load_spec
+from tracekit.cost.rates import rate_for
 from tracekit.cost.roofline import apply_roofline
 from tracekit.errors import TracekitError
 
@@ -38,26 +39,14 @@ def same_spec(a: DeviceSpec | None, b: DeviceSpec | None) -> bool:
 
 
 def peak_key(spec: DeviceSpec, dtype: str | None, unit: str | None) -> str | None:
-    """The ``[peak]`` key whose rate a kernel of ``dtype`` on ``unit`` runs at: the key ``matmul_peak``
-    (unit "matrix") or ``vector_peak`` reads; None when the spec has no rate for it."""
-    key = canonical_dtype(dtype)
-    if key is None or unit in LINK_UNITS:     # bytes that cross a link: no compute roof
-        return None
-    if unit == "matrix":
-        if key in ("fp64", "fp32") and f"{key}_tensor" in spec.peak_tflops:
-            key = f"{key}_tensor"
-        elif key == "fp16_fp16acc" and key not in spec.peak_tflops:
-            key = "fp16"
-    else:
-        key = "fp64" if key == "fp64" else "fp32"
-    return key if key in spec.peak_tflops else None
+    """The ``[peak]`` key whose rate a kernel of ``dtype`` on ``unit`` is floored at (cost.rates: its own
+    key, or a stand-in that bounds it); None when the spec has no such rate."""
+    return rate_for(spec, dtype, unit)[0]
 
 
 def compute_rate(spec: DeviceSpec, dtype: str | None, unit: str | None) -> float | None:
     """TFLOP/s for a kernel of ``dtype`` on ``unit`` (what the roofline uses); None without one."""
-    if not isinstance(dtype, str) or unit in LINK_UNITS:
-        return None
-    return spec.matmul_peak(dtype) if unit == "matrix" else spec.vector_peak(dtype)
+    return rate_for(spec, dtype, unit)[1]
 
 
 def roof_kind(spec: DeviceSpec, source_key: str | None) -> str | None:

@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 
 from tracekit.cost.devices import LINK_UNITS
+from tracekit.cost.l2 import l2_floors
+from tracekit.cost.rates import rate_for
 from tracekit.model.keys import ValueKeys
 from tracekit.ops import Cost, OpCall, broadcast, cost_of, lookup
 from tracekit.ops.collectives import BUS_FACTOR, bus_bytes
@@ -156,30 +158,30 @@ def _share_op_cost(df: pd.DataFrame) -> None:
 
 
 def roofline_terms(df: pd.DataFrame, spec) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's compute term (FLOPs / the spec's peak for its dtype and unit; 0 without FLOPs or a rate)
-    and memory term (bytes / bandwidth; NaN where bytes are unknown), in µs."""
+    """Each row's compute term (FLOPs / the rate cost.rates gives its dtype and unit; 0 without FLOPs;
+    NaN where the FLOPs have no rate that bounds them) and memory term (bytes / bandwidth; NaN where
+    bytes are unknown), in µs."""
     peaks = {}
     peak = []
     for d, u in zip(df["dtype"], df["compute_unit"]):
         key = (d, u)
         if key not in peaks:
-            rate = None
-            if isinstance(d, str):
-                rate = spec.matmul_peak(d) if u == "matrix" else spec.vector_peak(d)
+            rate = rate_for(spec, d, u)[1] if isinstance(d, str) else None
             peaks[key] = rate if rate else np.nan
         peak.append(peaks[key])
     peak_tflops = np.array(peak, dtype=float)
     flops = df["flops"].to_numpy(dtype=float)
     nbytes = df["bytes"].to_numpy(dtype=float)
-    compute_us = np.where(flops > 0, flops / (peak_tflops * 1e6), 0.0)
-    bw = spec.bandwidth_gbs or np.nan
     units = df["compute_unit"].to_numpy()
+    # FLOPs with no rate: unknown (NaN), never free; bytes over a link have no compute roof
+    compute_us = np.where(flops > 0, flops / (peak_tflops * 1e6), 0.0)
+    compute_us = np.where(np.isin(units, LINK_UNITS), 0.0, compute_us)
+    bw = spec.bandwidth_gbs or np.nan
     memory_us = nbytes / (bw * 1e3)
     for unit in LINK_UNITS:                   # collectives and copies cross a link, not memory (spec [link])
         here = units == unit
         if here.any():
             memory_us = np.where(here, nbytes / ((spec.transfer_gbs(unit) or np.nan) * 1e3), memory_us)
-    compute_us = np.where(np.isnan(compute_us), 0.0, compute_us)   # no rate for the dtype: memory term only
     return compute_us, memory_us
 
 
@@ -189,13 +191,21 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
         return df
     if spec is None:
         df["floor_us"], df["bound"], df["gap"] = np.nan, None, np.nan
-        df["covered"] = False
+        df["covered"], df["gap_floor_us"], df["l2"], df["l2_floor_us"] = False, np.nan, None, np.nan
         return df
     compute_us, memory_us = roofline_terms(df, spec)
+    notes = df["cost_note"]                  # a view on another device: drop the last device's no-floor notes
+    df["cost_note"] = notes.where(~notes.astype(str).str.contains("; no floor: spec ", regex=False),
+                                  notes.astype(str).str.replace(r"; no floor: spec .*$", "", regex=True))
     known = ~np.isnan(df["bytes"].to_numpy(dtype=float))
     floor = np.where(known, np.maximum(compute_us, memory_us), np.nan)
     floor = np.where(floor > 0, floor, np.nan)
     df["floor_us"] = floor
+    no_rate = known & np.isnan(compute_us)
+    if no_rate.any():                        # FLOPs whose dtype the spec has no bounding rate for
+        df.loc[no_rate, "cost_note"] = [f"{n}; no floor: spec {spec.id} has no {d} {u} rate (docs/devices.md)"
+                                        for n, d, u in df.loc[no_rate, ["cost_note", "dtype", "compute_unit"]]
+                                        .itertuples(index=False)]
     units = df["compute_unit"].to_numpy()
     for unit, key in (("link", "a link bandwidth"), ("pcie", "pcie_gbs")):
         lost = (units == unit) & known & np.isnan(floor)
@@ -206,8 +216,21 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
     if spec.launch_us:           # no kernel runs faster than the device lets one start and finish
         bound = np.where(floor < spec.launch_us, "launch", bound)
     df["bound"] = bound
-    _op_level_gaps(df, floor)
+    state, hot = l2_floors(df, spec, compute_us, floor)       # inputs a recent kernel left in L2 (cost.l2)
+    df["l2"], df["l2_floor_us"] = state, hot
+    _op_level_gaps(df, floor, launch_floor(df, spec), np.where(np.isnan(hot), floor, hot))
     return df
+
+
+def launch_floor(df: pd.DataFrame, spec) -> float | None:
+    """The shortest a separate kernel runs on the device: the spec's ``[launch] kernel_us``, or the table's
+    own shortest kernel where one ran shorter (the spec's figure is one kernel's minimum, not the device's:
+    a bf16 fill_ of a few elements ran 0.576 µs on the H200 whose one-element add_ never ran under 0.959)."""
+    if not spec.launch_us:
+        return None
+    dur = df.loc[df["kind"] == "kernel", "dur_us"].to_numpy(dtype=float)
+    dur = dur[dur > 0]
+    return min(spec.launch_us, float(dur.min())) if len(dur) else spec.launch_us
 
 
 def carrier_text(df: pd.DataFrame, col: str) -> pd.Series:
@@ -223,19 +246,29 @@ def carrier_text(df: pd.DataFrame, col: str) -> pd.Series:
     return text.fillna("-").astype(str)
 
 
-def _op_level_gaps(df: pd.DataFrame, floor: np.ndarray) -> None:
-    """gap = time / floor, where the time of an op call with several kernels (split-K reduce, cuDNN
-    helpers, a foreach op launched in chunks) is all its kernels' time, set against the floor the
-    op's carrier kernel holds; ``covered`` marks every row whose time is counted against a floor."""
+def _op_level_gaps(df: pd.DataFrame, floor: np.ndarray, launch_us: float | None = None,
+                   gap_base: np.ndarray | None = None) -> None:
+    """gap = time / max(floor, launch floor), where the time of an op call with several kernels (split-K
+    reduce, cuDNN helpers, a foreach op launched in chunks) is all its kernels' time, set against the floor
+    the op's carrier kernel holds (its hot-L2 floor where ``gap_base`` gives one), and the launch floor is
+    the call's kernels x the shortest kernel (a separate kernel cannot run shorter: docs/method.md);
+    ``gap_floor_us`` keeps what gap divides by
+    beside the roofline ``floor_us``; ``covered`` marks every row whose time is counted against a floor."""
     dur = df["dur_us"].to_numpy(dtype=float)
     has_floor = ~np.isnan(floor)
     op_id = df["op_id"].to_numpy()
     carried = set(op_id[has_floor & (op_id != -1)].tolist())
     covered = has_floor | ((op_id != -1) & df["op_id"].isin(carried).to_numpy())
     op_time = dur.copy()
+    kernels = np.ones(len(df))
     sibling_ops = (op_id != -1) & covered
     if sibling_ops.any():
-        totals = df.loc[sibling_ops].groupby("op_id")["dur_us"].sum()
-        op_time = np.where(has_floor & (op_id != -1), df["op_id"].map(totals).to_numpy(dtype=float), dur)
-    df["gap"] = op_time / floor
+        calls = df.loc[sibling_ops].groupby("op_id")["dur_us"]
+        carrier = has_floor & (op_id != -1)
+        op_time = np.where(carrier, df["op_id"].map(calls.sum()).to_numpy(dtype=float), dur)
+        kernels = np.where(carrier, df["op_id"].map(calls.size()).to_numpy(dtype=float), 1.0)
+    base = floor if gap_base is None else gap_base        # a hot row: its hot-L2 floor
+    gap_floor = np.maximum(base, kernels * launch_us) if launch_us else base
+    df["gap"] = op_time / gap_floor
     df["covered"] = covered
+    df["gap_floor_us"] = gap_floor

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracekit.cost.rates import rate_for
 from tracekit.fusion.exact import ExactIO
 from tracekit.ops import IO, OpCall, lookup
 from tracekit.ops.inductor import inductor_io, is_inductor_kernel
@@ -124,7 +125,7 @@ def group_nodes(pairs: list, spec, has_io: bool) -> list[Node]:
         unit = r[_UNIT]
         rate = rates.get((unit, d))
         if rate is None:
-            rate = rates[(unit, d)] = (spec.matmul_peak(d) if unit == "matrix" else spec.vector_peak(d)) or 0.0
+            rate = rates[(unit, d)] = rate_for(spec, d, unit)[1] or 0.0   # unknown: the row has no floor
         return f / (rate * 1e6) if rate else 0.0
 
     nodes = []

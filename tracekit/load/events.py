@@ -22,6 +22,7 @@ from tracekit.load.fields import bad_event, check_common, check_time
 DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
                      "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
 MTIA_DEVICE = "mtia_ccp_events"         # MTIA device activity: counted and named in a warning, not read
+PROFILER_RANGE = "cuda_profiler_range"  # CUPTI range profiler: per-kernel counters, no kernel timeline (warned)
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "mtia_runtime"}
 CPU_OP_CATEGORIES = {"cpu_op", "operator"}
 ARG_NAMES = {"external_id": "External id", "input_dims": "Input Dims", "input_type": "Input type",
@@ -31,8 +32,9 @@ NO_RAW = Raw()                          # a shape field the op does not have
 _LOOSE = int | float | str | None | UnsetType       # read leniently where read at all (device, stream...)
 
 # what an event is to the loader: its group (a complete event), or what is counted when it is not one
-DEVICE, MTIA, LAUNCH, CPU_OP, ANNOTATION, PYTHON, NOT_COMPLETE = 1, 2, 3, 4, 5, 6, 7
-GROUP = {**{c: DEVICE for c in DEVICE_CATEGORIES}, MTIA_DEVICE: MTIA, **{c: LAUNCH for c in LAUNCH_CATEGORIES},
+DEVICE, MTIA, LAUNCH, CPU_OP, ANNOTATION, PYTHON, NOT_COMPLETE, RANGE = 1, 2, 3, 4, 5, 6, 7, 8
+GROUP = {**{c: DEVICE for c in DEVICE_CATEGORIES}, MTIA_DEVICE: MTIA, PROFILER_RANGE: RANGE,
+         **{c: LAUNCH for c in LAUNCH_CATEGORIES},
          **{c: CPU_OP for c in CPU_OP_CATEGORIES}, "user_annotation": ANNOTATION, "python_function": PYTHON}
 NOT_X = {c: NOT_COMPLETE for c in DEVICE_CATEGORIES}
 

@@ -25,7 +25,7 @@ from tracekit.load.link import GRAPH_LAUNCHES, cpu_table, device_table  # noqa: 
 from tracekit.load.pieces import OP
 from tracekit.load.reader import read_trace, trace_events  # noqa: F401
 from tracekit.load.runtime import runtime_per_step
-from tracekit.model.trace import Step, Trace
+from tracekit.model.trace import Step, Trace, trim_last_step
 
 TRACE_NAMES = ("trace.json.gz", "trace.json")
 
@@ -103,6 +103,9 @@ def _load(p: Path, step_marker: str | None) -> Trace:
     if cpu_only:
         warnings.append("no device kernels in this trace: rows are the top-level CPU ops")
     table = _assign_steps(table, steps)
+    tail = trim_last_step(table, steps) if marker is None else None     # a marker's range is the user's
+    if tail:
+        warnings.append(tail)
     orphans = int(((table["launch"] == "") & (table["step"] < 0) & (table["kind"] != "cpu_op")).sum()) if steps else 0
     if orphans:
         warnings.append(f"{orphans} kernels have neither a launch event nor an op in the trace (launched before "

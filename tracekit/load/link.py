@@ -118,6 +118,7 @@ def cpu_table(p: Piece, notes: Notes) -> pd.DataFrame:
         mine = order[a:b]
         keep[mine[_top_level(ts[mine], (ts + dur)[mine])]] = True
     top = order[keep[order]]
+    top = _backward_leaves(top, [p.c_name[k] for k in ops.tolist()], code, ts, dur, order, bounds)
     top = top[np.argsort(ts[top], kind="stable")]
     rows = ops[top]
     n = len(rows)
@@ -129,6 +130,31 @@ def cpu_table(p: Piece, notes: Notes) -> pd.DataFrame:
     cols.update(op_columns(p, rows.tolist(), "self", notes))
     p.release_ops()
     return finish(cols)
+
+
+AUTOGRAD_NODE = "autograd::engine::evaluate_function"
+
+
+def _backward_leaves(top: np.ndarray, names: list, code, ts, dur, order, bounds) -> np.ndarray:
+    """Backward in a CPU-only trace runs as ``autograd::engine::evaluate_function: XBackward0`` rows, which
+    no op record costs: each is replaced by the outermost ``aten::`` ops inside it on its thread (the mm,
+    sum, add_ of AddmmBackward0), where the trace holds them; a row with none stays."""
+    nodes = [i for i in top.tolist() if names[i].startswith(AUTOGRAD_NODE)]
+    if not nodes:
+        return top
+    out, drop = [], set()
+    for i in nodes:
+        mine = order[bounds[code[i]]:bounds[code[i] + 1]]           # this thread's ops by start
+        t0, t1 = ts[i], ts[i] + dur[i]
+        inner = [j for j in mine[(ts[mine] >= t0) & (ts[mine] + dur[mine] <= t1)].tolist()
+                 if j != i and names[j].startswith("aten::")]
+        if not inner:
+            continue
+        inner = np.array(sorted(inner, key=lambda j: (ts[j], -dur[j])))
+        out.extend(inner[_top_level(ts[inner], (ts + dur)[inner])].tolist())
+        drop.add(i)
+    kept = [i for i in top.tolist() if i not in drop]
+    return np.array(kept + out, dtype=np.int64)
 
 
 def _top_level(ts: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from msgspec import UNSET, Raw, UnsetType
 
-from tracekit.load.events import (ANNOTATION, CPU_OP, DEVICE, DEVICE_CATEGORIES, GROUP, LAUNCH, MTIA, NO_ARGS,
+from tracekit.load.events import (ANNOTATION, CPU_OP, DEVICE, DEVICE_CATEGORIES, GROUP, LAUNCH, MTIA, NO_ARGS, RANGE,
                                   NOT_COMPLETE, NOT_X, PYTHON, Args, is_step_name)
 from tracekit.load.fields import MAX_ABS_TS_US, MAX_DUR_US, grid_value, number
 
@@ -155,8 +155,9 @@ def distil(recs: list, base: int, marker, fast: bool) -> Piece | None:
     codes = np.fromiter((GROUP.get(e.cat, 0) if e.ph == "X" else NOT_X.get(e.cat, 0) for e in recs), np.int8,
                         len(recs))
     piece = Piece(n_events=len(recs))
-    at = {g: np.flatnonzero(codes == g) for g in (DEVICE, LAUNCH, CPU_OP, ANNOTATION, python, MTIA, NOT_COMPLETE)}
-    _skipped(piece, recs, base, at[NOT_COMPLETE], at[MTIA])
+    at = {g: np.flatnonzero(codes == g) for g in (DEVICE, LAUNCH, CPU_OP, ANNOTATION, python, MTIA, NOT_COMPLETE,
+                                                  RANGE)}
+    _skipped(piece, recs, base, at[NOT_COMPLETE], at[MTIA], at[RANGE])
     ok = _device(piece, [recs[i] for i in at[DEVICE]], at[DEVICE] + base, fast)
     ok = ok and _launches(piece, [recs[i] for i in at[LAUNCH]], at[LAUNCH] + base, fast)
     ok = ok and _cpu_ops(piece, [recs[i] for i in at[CPU_OP]], at[CPU_OP] + base, marker, fast)
@@ -165,7 +166,7 @@ def distil(recs: list, base: int, marker, fast: bool) -> Piece | None:
     return piece if ok else None
 
 
-def _skipped(piece: Piece, recs: list, base: int, not_complete, mtia) -> None:
+def _skipped(piece: Piece, recs: list, base: int, not_complete, mtia, ranges=()) -> None:
     for i in not_complete.tolist():
         cat = recs[i].cat
         piece.notes.append((base + i, 0, f"{{n}} device events ({cat}) whose ph is not 'X' (a complete event) were "
@@ -174,6 +175,11 @@ def _skipped(piece: Piece, recs: list, base: int, not_complete, mtia) -> None:
         piece.notes.append((base + int(mtia[0]), 0, "{n} MTIA device events (mtia_ccp_events) are not read: they mix "
                             "compute (pe_exe), DMA and waits (event_wait) and name no launch, and tracekit has no "
                             "model of them (HTA counts them)", len(mtia)))
+    if len(ranges):
+        piece.notes.append((base + int(ranges[0]), 0, "{n} CUPTI range-profiler events (cuda_profiler_range) are not "
+                            "read: this is a hardware-counter trace (each kernel replayed under counters, its "
+                            "timings not its run's), not a kernel trace; profile with torch.profiler's CUDA activity "
+                            "for kernel times", len(ranges)))
 
 
 def _times(ev: list, fast: bool, dur: bool = True) -> tuple | None:

@@ -65,10 +65,15 @@ COLUMNS: tuple[Column, ...] = (
     Column("bound", "str", "roofline", '"compute" | "memory" | "launch" (floor below the device\'s shortest '
                                      'kernel, spec [launch] kernel_us) | "link" (a collective or a copy: bytes / the '
                                      'spec\'s link bandwidth, [link]) | None'),
-    Column("gap", "float", "roofline", "time / floor_us: the time of all the op call's kernels on the row that "
-                                     "carries its floor (NaN when no floor)"),
+    Column("gap", "float", "roofline", "time / gap_floor_us: the time of all the op call's kernels on the row "
+                                     "that carries its floor (NaN when no floor)"),
     Column("covered", "bool", "roofline", "the row's time is set against a floor: its own, or its op call's "
                                           "carried by a sibling kernel"),
+    Column("gap_floor_us", "float", "roofline", "what gap divides by: max(floor_us, or l2_floor_us when hot, the "
+                                              "op call's kernels x the shortest kernel), µs (NaN without a floor)"),
+    Column("l2", "str", "roofline", '"hot" (an input a recent kernel wrote, resident in L2: cost.l2) | "cold" | None '
+                                    '(no execution-trace join, or the spec has no l2_gbs)'),
+    Column("l2_floor_us", "float", "roofline", "hot rows: max(compute term, bytes / the spec's l2_gbs), µs (NaN else)"),
 )
 
 KERNEL_COLUMNS = [c.name for c in COLUMNS]

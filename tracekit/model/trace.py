@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from tracekit.errors import TracekitError
@@ -60,3 +61,31 @@ def skip_steps(trace: Trace, n: int) -> Trace:
     trace.steps = trace.steps[n:]
     trace.metadata["skipped_steps"] = n
     return trace
+
+
+def trim_last_step(df: pd.DataFrame, steps: list[Step]) -> str | None:
+    """Code after the loop: the last ProfilerStep range of a trace often runs to the profiler's stop (a
+    step that lasts until the next root-module call, a script's last ``prof.step()``), so work after the
+    loop joins it. When the last step's rows begin with exactly the previous step's rows (same names in
+    launch order) and go on past them, the rest go to no step (step -1), the last step ends where the
+    first of them starts, and the returned warning names them; None when nothing was trimmed."""
+    if len(steps) < 2 or df.empty:
+        return None
+    last, prev = steps[-1].index, steps[-2].index
+    step = df["step"].to_numpy()
+    order = np.argsort(df["start_us"].to_numpy(dtype=float), kind="stable")
+    names = df["name"].astype(str).to_numpy()
+    mine = [i for i in order if step[i] == last]
+    before = [i for i in order if step[i] == prev]
+    if not before or len(mine) <= len(before) or any(names[a] != names[b] for a, b in zip(mine, before)):
+        return None
+    tail = mine[len(before):]
+    labels = df.index[tail]
+    df.loc[labels, "step"] = -1
+    steps[-1].end_us = min(steps[-1].end_us, float(df["start_us"].iloc[tail[0]]))
+    ops = df.loc[labels, "op"].where(df.loc[labels, "op"].notna(), df.loc[labels, "name"]).astype(str)
+    shown = list(dict.fromkeys(o.removeprefix("aten::") for o in ops))
+    what = "CPU ops" if (df["kind"] == "cpu_op").all() else "kernels"
+    return (f"{len(tail)} {what} after the last step (the previous step's {len(before)} repeat, then these: "
+            f"code after the loop?) counted outside every step: {', '.join(shown[:8])}"
+            + (f" and {len(shown) - 8} more" if len(shown) > 8 else ""))

@@ -24,7 +24,10 @@ LAYOUTS = {
     "aten::conv3d": dict(stride=3, padding=4, dilation=5, groups=6, bias=2),
     "aten::cudnn_convolution": dict(padding=2, stride=3, dilation=4, groups=5),
     "aten::miopen_convolution": dict(bias=2, padding=3, stride=4, dilation=5, groups=6),
+    # _conv_depthwise2d(self, weight, kernel_size, bias, stride, padding, dilation): groups = Cin
+    "aten::_conv_depthwise2d": dict(bias=3, stride=4, padding=5, dilation=6),
 }
+DEPTHWISE = "aten::_conv_depthwise2d"     # PyTorch's own CUDA depthwise kernels: CUDA cores, not tensor cores
 
 
 def _tuple(value, rank: int, default: int) -> list[int]:
@@ -60,7 +63,7 @@ def conv_shapes(call: OpCall):
     stride = _tuple(call.value(at["stride"]), rank, 1)
     padding = _tuple(call.value(at["padding"]), rank, 0)
     dilation = _tuple(call.value(at["dilation"]), rank, 1)
-    groups = call.value(at["groups"]) or 1
+    groups = (call.value(at["groups"]) or 1) if "groups" in at else x.shape[1]     # depthwise: one per channel
     transposed = bool(call.value(at["transposed"])) if "transposed" in at else False
     n, kernel = x.shape[0], w.shape[2:]
     if transposed:
@@ -124,9 +127,12 @@ def _conv_dtype(call: OpCall, io: IO) -> str:
     return matmul_dtype(call, IO((io.reads[0] if "backward" not in call.name else io.reads[1],), ()))
 
 
-register(OpFamily("convolution", tuple(LAYOUTS), "conv", _conv_io, lambda call, io: conv_shapes(call)[4],
-                  unit="matrix", dtype=_conv_dtype,
+register(OpFamily("convolution", tuple(k for k in LAYOUTS if k != DEPTHWISE), "conv", _conv_io,
+                  lambda call, io: conv_shapes(call)[4], unit="matrix", dtype=_conv_dtype,
                   model="conv: 2·N·Cout·out·Cin/groups·kernel"))
+register(OpFamily("conv_depthwise", (DEPTHWISE,), "conv", _conv_io, lambda call, io: conv_shapes(call)[4],
+                  unit="vector", dtype=_conv_dtype, fused=("convolution",),
+                  model="depthwise conv: 2·N·Cout·out·kernel (groups = Cin), vector units"))
 register(OpFamily("convolution_backward", aten("convolution_backward"), "conv", _conv_backward_io,
                   _conv_backward_flops, unit="matrix", dtype=_conv_dtype,
                   model="conv backward: one forward's FLOPs per requested gradient"))

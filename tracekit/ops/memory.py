@@ -159,3 +159,40 @@ def _arange_io(call: OpCall) -> IO:
 
 register(OpFamily("arange", aten("arange"), "elementwise", _arange_io, lambda call, io: float(io.writes[0].numel),
                   model="arange: result written once"))
+
+
+# upsample_<mode>(input, output_size, [align_corners,] scales...) and the .vec overloads
+# (input, output_size?, [align_corners,] scale_factors?): output size from Concrete Inputs
+_UPSAMPLE_TAPS = {"nearest": 0, "nearest_exact": 0, "linear": 3, "bilinear": 7, "bicubic": 31, "trilinear": 15}
+
+
+def _upsample_size(call: OpCall, x: Tensor) -> tuple[int, ...]:
+    rank = len(x.shape) - 2
+    size = call.value(1)
+    if isinstance(size, (list, tuple)) and len(size) == rank and all(isinstance(v, int) for v in size):
+        return tuple(size)
+    for i in range(2, 5):                     # scale_factors: a list of rank floats (after align_corners)
+        scales = call.value(i)
+        if isinstance(scales, (list, tuple)) and len(scales) == rank and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in scales):
+            return tuple(int(math.floor(d * f)) for d, f in zip(x.shape[2:], scales))
+    raise ValueError("upsample: neither output_size nor scale_factors recorded (Concrete Inputs)")
+
+
+def _upsample_io(call: OpCall) -> IO:
+    x = need(call.tensor(0), "input")
+    return IO((x,), (_like(x, x.shape[:2] + _upsample_size(call, x)),))
+
+
+def _upsample_flops(call: OpCall, io: IO) -> float:
+    mode = call.name.split("::")[-1].split(".")[0].removeprefix("upsample_")[:-2]      # bilinear2d -> bilinear
+    return float(_UPSAMPLE_TAPS.get(mode, 0) * io.writes[0].numel)
+
+
+register(OpFamily("upsample", aten(*[f"upsample_{m}" for m in ("nearest1d", "nearest2d", "nearest3d",
+                                                               "nearest_exact1d", "nearest_exact2d",
+                                                               "nearest_exact3d", "linear1d", "bilinear2d",
+                                                               "bicubic2d", "trilinear3d")]),
+                  "elementwise", _upsample_io, _upsample_flops,
+                  model="upsample: input read once, output (output_size, or input x scale_factors) written once; "
+                        "FLOPs per output element: nearest 0, linear 3, bilinear 7, bicubic 31, trilinear 15"))

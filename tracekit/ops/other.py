@@ -15,8 +15,7 @@ VIEWS = aten("view", "_unsafe_view", "reshape", "t", "transpose", "permute", "un
              "view_as_real", "view_as_complex")
 
 register(OpFamily("view", VIEWS, "elementwise", moves_data=False, fused=()))
-register(OpFamily("padding", aten("constant_pad_nd", "reflection_pad2d", "replication_pad2d", "upsample_nearest2d",
-                                  "upsample_bilinear2d"), "elementwise"))
+register(OpFamily("padding", aten("constant_pad_nd", "reflection_pad2d", "replication_pad2d"), "elementwise"))
 register(OpFamily("dropout_backward", aten("native_dropout_backward"), "elementwise"))
 register(OpFamily("factory_like", aten("scalar_tensor", "new_zeros", "new_empty", "empty_like", "empty"),
                   "elementwise"))

@@ -23,7 +23,8 @@ from statistics import median
 import numpy as np
 import pandas as pd
 
-from tracekit.cost.multi import compute_rate, on_device, peak_key, ridge, roof_kind, same_spec
+from tracekit.cost.multi import on_device, ridge, roof_kind, same_spec
+from tracekit.cost.rates import rate_for
 from tracekit.cost.roofline import carrier_text, roofline_terms
 from tracekit.fusion.dataflow import fused_op_count, step_fusion
 from tracekit.report.document import step_table
@@ -71,8 +72,8 @@ def _main_work(sk: pd.DataFrame) -> tuple[str | None, str | None]:
 
 
 def _roofs(spec, dtype, unit) -> dict:
-    key = peak_key(spec, dtype, unit)
-    return {"peak_key": key, "peak_tflops": compute_rate(spec, dtype, unit) if key else None,
+    key, rate, stand_in = rate_for(spec, dtype, unit)
+    return {"peak_key": key, "peak_tflops": rate, "peak_stand_in": stand_in,
             "compute_roof": roof_kind(spec, f"peak.{key}") if key else None,
             "memory_roof": roof_kind(spec, "memory.bandwidth_gbs"), "ridge": ridge(spec, dtype, unit)}
 
@@ -118,6 +119,7 @@ def _steps(trace, views: list) -> list[dict]:
             d = {"spec": spec.id, "trace_device": own, "compute_us": compute, "memory_us": memory,
                  "bound": _bound(compute, memory, one, spec.launch_us), **_roofs(spec, dtype, unit),
                  "one_kernel_floor_us": one, "one_kernel_kind": f["kind"], "floor_sum_us": floor_sum,
+                 "one_kernel_partial": bool(f["uncosted_kernels"]),   # some kernels' work left out (no floor)
                  "measured_over_one_kernel": _ratio(row["costed_us"], one) if own and timed else None,
                  "measured_over_floor_sum": _ratio(row["costed_us"], floor_sum) if own and timed else None}
             entry["devices"].append(d)
@@ -164,7 +166,7 @@ def _kernels(trace, views: list, top: int) -> list[dict]:
     position = pd.Series(np.arange(len(trace.kernels)), index=trace.kernels.index)
     costed = trace.kernels["flops"].notna().to_numpy()
     # the time a carrier's floor is set against: all its op call's kernels (gap = op time / floor)
-    op_time = (trace.kernels["gap"] * trace.kernels["floor_us"]).to_numpy(dtype=float)
+    op_time = (trace.kernels["gap"] * trace.kernels["gap_floor_us"]).to_numpy(dtype=float)
     for info, labels in _kernel_groups(trace, top):
         at = position.loc[labels].to_numpy()
         entry = {**info, "devices": []}
@@ -175,7 +177,7 @@ def _kernels(trace, views: list, top: int) -> list[dict]:
                 ~np.isnan(floors)             # an op call's chunks: its floor is on the carrier kernel
             carried = ~np.isnan(floors)
             floor = float(floors[carried].sum()) / n if covered.all() and carried.any() else None
-            c = float(compute[at].sum()) / n if costed[at].any() else None     # no cost model: no compute term
+            c = _num(compute[at].sum() / n) if costed[at].any() else None     # no cost model or no rate: none
             m = _num(np.nansum(memory[at]) / n) if not np.isnan(memory[at]).all() else None
             dur = info["dur_us_per_step"]
             if own and floor is not None and dur is not None:

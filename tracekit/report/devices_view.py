@@ -101,10 +101,12 @@ def _kernel_cells(d: dict) -> list[str]:
 def _roofs_text(s: dict, step: dict | None) -> str:
     """A spec's compute roof for the step's main dtype and its bandwidth, each marked D or M."""
     roofs = s["roofs"]
-    key = next((d["peak_key"] for d in (step or {}).get("devices", []) if d["spec"] == s["id"]), None)
+    d = next((d for d in (step or {}).get("devices", []) if d["spec"] == s["id"]), {})
+    key = d.get("peak_key")
     peak = roofs.get(f"peak.{key}") if key else None
     bw = roofs.get("memory.bandwidth_gbs")
-    return ", ".join([f"{key} {peak['tflops']:g} TFLOP/s {KIND[peak['kind']]}" if peak else "no rate for the step's dtype",
+    used = f"{key} for {step['dtype']}" if d.get("peak_stand_in") and step.get("dtype") else key
+    return ", ".join([f"{used} {peak['tflops']:g} TFLOP/s {KIND[peak['kind']]}" if peak else "no rate for the step's dtype",
                       f"{bw['gbs']:g} GB/s {KIND[bw['kind']]}" if bw else "no bandwidth"])
 
 

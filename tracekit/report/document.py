@@ -11,8 +11,8 @@ import pandas as pd
 from tracekit.fusion.dataflow import fused_op_count, fusion_summary
 from tracekit.model.trace import Trace
 
-KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "fused_ops",
-                 "kind", "step", "start_us", "stream", "device", "dtype", "compute_unit", "event_bytes", "launch",
+KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "gap_floor_us", "l2",
+                 "l2_floor_us", "fused_ops", "kind", "step", "start_us", "stream", "device", "dtype", "compute_unit", "event_bytes", "launch",
                  "graph", "op_source", "op_dims", "op_types", "grid", "block", "cost_note"]
 
 

@@ -149,8 +149,9 @@ def _steps(doc: dict) -> str:
     rows = [[s["name"], str(s["kernels"]), fmt_us(s["kernel_us"]), _pct(s.get("costed_pct")), fmt_us(s.get("floor_us")),
              fmt_gap(s.get("gap")), _pct(s.get("busy_pct")), fmt_us(s.get("idle_us")), fmt_us(f)]
             for s, f in zip(doc["steps"], doc["summary"].get("fused_floor_us_per_step") or [None] * len(doc["steps"]))]
-    return _table(["step", "kernels", "kernel time", "costed", "floor sum", "gap", "GPU busy", "idle", "one-kernel floor"],
-                  rows)
+    cpu = bool(doc["kernels"]) and all(k.get("kind") == "cpu_op" for k in doc["kernels"])   # rows are CPU ops
+    return _table(["step", "CPU ops" if cpu else "kernels", "op time" if cpu else "kernel time", "costed", "floor sum",
+                   "gap", "CPU busy" if cpu else "GPU busy", "idle", "one-kernel floor"], rows)
 
 
 def _categories(doc: dict, n: int) -> str:

@@ -52,9 +52,11 @@ def md_diagnosis(lines: list[str]) -> list[str]:
     return out
 
 
-def md_steps(steps: list[dict]) -> list[str]:
-    """The per-step table of an explain document's ``steps``."""
-    return md_table(["step", "kernels", "kernel time", "costed", "floor", "gap", "GPU busy", "idle"], "lrrrrrrr",
+def md_steps(steps: list[dict], cpu_only: bool = False) -> list[str]:
+    """The per-step table of an explain document's ``steps`` (a CPU-only trace's rows are CPU ops)."""
+    head = (["step", "CPU ops", "op time", "costed", "floor", "gap", "CPU busy", "idle"] if cpu_only else
+            ["step", "kernels", "kernel time", "costed", "floor", "gap", "GPU busy", "idle"])
+    return md_table(head, "lrrrrrrr",
                     [[md_text(s["name"], 40), str(s["kernels"]), fmt_us(s["kernel_us"]), _pct(s.get("costed_pct")),
                       fmt_us(s.get("floor_us")), fmt_gap(s.get("gap")), _pct(s.get("busy_pct")),
                       fmt_us(s.get("idle_us"))] for s in steps])
@@ -82,7 +84,8 @@ def _one(trace: Trace, doc: dict, top: int, graph: int | None, by: str = "kernel
              f"{md_text(dev.get('spec') or 'none (no floors)', 40)}; {len(doc['steps'])} step(s), "
              f"rule {md_text(doc['summary'].get('step_rule'), 60)}; kernel time as the profiler recorded it.", ""]
     lines += md_diagnosis((doc["summary"].get("diagnosis") or {}).get("lines", []))
-    lines += [""] + md_steps(doc["steps"])
+    cpu_only = bool(doc["kernels"]) and all(k.get("kind") == "cpu_op" for k in doc["kernels"])
+    lines += [""] + md_steps(doc["steps"], cpu_only)
     groups = top_groups(trace, by, sort, pattern)
     steps = max(1, len(trace.steps))
     title = top_title(trace, by, sort, pattern, min(top, len(groups)), len(groups)).removeprefix("top ")

@@ -43,6 +43,16 @@ ALWAYS = {"time", "gap", "count"}
 ON_SECOND_LINE = ("op", "bound", "category", "dtype", "shapes")   # dropped text columns go under the name
 # step table columns in the same order: step, kernels and kernel time always stay
 STEP_COLUMNS = ("step", "kernels", "kernel time", "GPU busy", "idle", "gap", "floor", "costed")
+CPU_HEADINGS = {"kernels": "CPU ops", "kernel time": "op time", "GPU busy": "CPU busy"}   # CPU-only traces
+
+
+def _bound_text(df: pd.DataFrame) -> pd.Series:
+    """The bound as the top table shows it: ``L2 hot`` where a memory-bound row's gap is set against its
+    hot-L2 floor (cost.l2), so hot and cold calls of one kernel are separate rows."""
+    text = carrier_text(df, "bound")
+    if "l2" not in df:
+        return text
+    return text.where(~((df["l2"].astype(object) == "hot") & (text == "memory")), "L2 hot")
 
 
 def kernel_groups(trace: Trace) -> pd.DataFrame:
@@ -58,19 +68,21 @@ def kernel_groups(trace: Trace) -> pd.DataFrame:
     n_steps = max(1, len(trace.steps))
     view = df.assign(shapes=df["op_dims"].map(_shapes), op_name=df["op"].fillna("-").astype(str),
                      fused=df["fused_ops"].map(lambda o: "+".join(o) if isinstance(o, list) else ""),
-                     dtype_s=carrier_text(df, "dtype"), bound_s=carrier_text(df, "bound"),
+                     dtype_s=carrier_text(df, "dtype"), bound_s=_bound_text(df),
                      counted=df["covered"] if "covered" in df else df["floor_us"].notna(),
-                     op_time=df["gap"] * df["floor_us"])      # a carrier's op call: all its kernels' time
+                     op_time=df["gap"] * df["gap_floor_us"],  # a carrier's op call: all its kernels' time
+                     gap_floor=df["gap_floor_us"])
     g = view.groupby(["name", "op_name", "shapes", "category", "dtype_s", "bound_s", "fused"], sort=False, dropna=False)
     out = g.agg(count=("dur_us", "size"), dur_us=("dur_us", "sum"), timed=("dur_us", "count"), flops=("flops", "sum"),
                 bytes=("bytes", "sum"), floor_us=("floor_us", "sum"), floored=("counted", "sum"),
-                op_time=("op_time", "sum"), carriers=("floor_us", "count")).reset_index()
+                op_time=("op_time", "sum"), carriers=("floor_us", "count"),
+                gap_floor_us=("gap_floor", "sum")).reset_index()
     out["dur_us"] = out["dur_us"].where(out["timed"] > 0)          # graphs without timings stay unknown
     out["all_floored"] = (out["floored"] == out["count"]) & (out["carriers"] > 0)
     out["floor_us"] = out["floor_us"].where(out["carriers"] > 0)   # chunks whose op's floor another group holds
     # the gap of the op calls whose floor the group carries (their kernels' time wherever they are grouped)
-    out["gap"] = out["op_time"] / out["floor_us"].where(out["all_floored"])
-    for c in ("count", "dur_us", "flops", "bytes", "floor_us"):
+    out["gap"] = out["op_time"] / out["gap_floor_us"].where(out["all_floored"])   # launch floor included
+    for c in ("count", "dur_us", "flops", "bytes", "floor_us", "gap_floor_us"):
         out[c] = out[c] / n_steps
     key = "dur_us" if out["timed"].any() else "floor_us"           # untimed graphs: biggest floors first
     return out.sort_values(key, ascending=False)
@@ -110,10 +122,11 @@ def top_groups(trace: Trace, by: str = "kernel", sort: str = "time", pattern=Non
                         if c != key})
         nums = g.agg(count=("count", "sum"), dur_us=("dur_us", lambda v: v.sum(min_count=1)), timed=("timed", "sum"),
                      flops=("flops", "sum"), bytes=("bytes", "sum"), floor_us=("floor_us", "sum"),
-                     floored=("floored", "sum"), all_floored=("all_floored", "all"))
+                     floored=("floored", "sum"), all_floored=("all_floored", "all"),
+                     gap_floor_us=("gap_floor_us", "sum"))
         out = text.join(nums).reset_index()
         # a group's gap only where every kernel in it has a floor (as within one kernel group)
-        out["gap"] = (out["dur_us"] / out["floor_us"]).where(out["all_floored"])
+        out["gap"] = (out["dur_us"] / out["gap_floor_us"]).where(out["all_floored"])
         out["name"] = out[key].astype(str)
         groups = out
     col = SORT[sort]
@@ -204,8 +217,10 @@ def _step_table(trace: Trace, width: int, wide: bool) -> Table:
     cells, n_rows, note = step_cells(list(step_table(trace).itertuples()), STEP_COLUMNS, fill)
     cols = list(STEP_COLUMNS) if wide else _fit(cells, STEP_COLUMNS, {"step", "kernels", "kernel time"}, width)
     st = Table(title="per step" + note, show_edge=False)
+    heads = CPU_HEADINGS if trace.is_cpu_only else {}          # a CPU-only trace: its rows are CPU ops
     for c in cols:
-        st.add_column("idle between kernels" if c == "idle" and wide else c, justify="right", no_wrap=True)
+        head = "idle between kernels" if c == "idle" and wide else c
+        st.add_column(heads.get(c, head), justify="right", no_wrap=True)
     for i in range(n_rows):
         st.add_row(*(cells[c][i] for c in cols))
     return st

@@ -1,0 +1,167 @@
+"""Issue 24: numbers that mislead, each on a real trace (hand derivations in the tests' comments)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import H200, ROOT, run_cli
+
+from tracekit.analyze import analyze_path
+from tracekit.report.table import top_groups
+
+GPT_EAGER = H200 / "models" / "gpt_train_eager"
+
+
+def test_launch_bound_gap_is_against_the_shortest_kernel_not_a_sub_ns_floor():
+    """Issue 24.2: GPT-2 training, eager, on an H200. nll_loss_forward over [8192, 32768] logits reads one
+    logit per row and the targets: 8192·4 + 8192·8 + 4 + 4 = 98,312 B; / 4800 GB/s = 0.020482 µs, far below
+    the shortest kernel the device runs: the spec's 0.96 µs (a one-element add_), and this trace's own
+    shortest kernel, a cub DeviceScanInitKernel of 0.672 µs (so the launch floor is 0.672). Its ~18.8 µs read
+    as ~920x its roofline floor and topped `--sort gap`; against max(roofline, launch) it is ~28x, and the
+    roofline floor stays beside it."""
+    trace = analyze_path(GPT_EAGER)[0]
+    k = trace.kernels
+    nll = k[k["name"].str.contains("nll_loss_forward_reduce") & (k["step"] >= 0)]
+    assert len(nll) == 3                                             # one per step
+    assert nll["floor_us"].to_numpy() == pytest.approx(98_312 / 4.8e6, rel=1e-9)
+    assert (nll["bound"] == "launch").all() and nll["gap_floor_us"].to_numpy() == pytest.approx(0.672)
+    assert k.loc[k["kind"] == "kernel", "dur_us"].min() == pytest.approx(0.672)
+    assert nll["gap"].to_numpy() == pytest.approx(nll["dur_us"].to_numpy() / 0.672, rel=1e-12)
+    groups = top_groups(trace, sort="gap")
+    assert groups["gap"].max() < 30                                  # was 920x (nll_loss_forward)
+    assert (groups["gap"].dropna() >= 1).all()                       # no kernel beats its launch floor
+
+
+TAIL = ROOT / "captures" / "cpu" / "tail_ops"
+
+
+def test_code_after_the_loop_does_not_join_the_last_step(tmp_path):
+    """Issue 24.3: a real CPU capture (captures/cpu/tail_ops.py, `tracekit capture`, root-module steps) of six
+    identical training steps of a small MLP, then `w * 2` and `.sum()` after the loop. Each step holds 30
+    rows: linear, relu, linear, broadcast_tensors, mse_loss, ones_like (forward and loss), 20 aten ops of
+    backward (its 10 autograd evaluate_function rows' leaf ops, issue 24.10), 4 add_ (SGD on 2 weights + 2
+    biases). The last step's range runs to the profiler's stop and held 5 more: detach, mul, sum and the two
+    .item() calls after the loop."""
+    out = run_cli("explain", TAIL, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert [s["kernels"] for s in doc["steps"]] == [30] * 6
+    warned = [w for w in out.stderr.splitlines() if "after the last step" in w]
+    assert len(warned) == 1 and warned[0].startswith("tracekit: warning: 5 CPU ops after the last step")
+    assert all(op in warned[0] for op in ("detach", "mul", "sum", "item"))
+    tail = [k["name"] for k in doc["kernels"] if k["step"] == -1 and k["start_us"] > doc["kernels"][0]["start_us"]]
+    assert tail[-5:] == ["aten::detach", "aten::mul", "aten::sum", "aten::item", "aten::item"]
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[kernels_per_step]\nmax = 30\n")
+    checked = run_cli("check", TAIL, "--rules", rules, "--baseline", TAIL)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_kernel_that_beats_its_dram_floor_says_its_input_was_hot_in_l2():
+    """Issue 24.4: GPT-2 training, eager, H200. The fp32 -> bf16 copy_ of the [8, 1024, 768] activations
+    reads 6,291,456 x 4 B and writes x 2 B = 37,748,736 B: 7.864 µs at 4800 GB/s, and it ran 6.56-7.58 µs
+    (0.83-0.96x that floor) because the kernel just before wrote its input (25 MB, well inside the 60 MiB L2).
+    The H200's L2 moves 6,394 GB/s (captures/h200/l2: a 16 MiB copy resident in L2), so its hot-L2 floor is
+    37,748,736 / 6394e3 = 5.904 µs and its gap is above 1. Measured on the same H200 the same cast ran 7.74 µs
+    with its input hot and 11.17 µs after a 256 MiB fill evicted L2 (captures/h200/l2/l2_bandwidth_log.txt)."""
+    out = run_cli("explain", GPT_EAGER, "--format", "json")
+    rows = [k for k in json.loads(out.stdout)["kernels"]
+            if k["op"] == "aten::copy_" and "bfloat16_copy" in k["name"] and k["bytes"] == 37_748_736]
+    beat = [k for k in rows if k["dur_us"] < 37_748_736 / 4.8e6]
+    assert len(beat) == 21                                            # 7 per step, 3 steps
+    for k in beat:
+        assert k["floor_us"] == pytest.approx(37_748_736 / 4.8e6, rel=1e-9)     # the DRAM floor stays
+        assert k["l2"] == "hot" and k["l2_floor_us"] == pytest.approx(37_748_736 / 6394e3, rel=1e-9)
+        assert k["gap_floor_us"] == k["l2_floor_us"] and 1.0 < k["gap"] == pytest.approx(k["dur_us"] / 5.9038, rel=1e-4)
+    trace = analyze_path(GPT_EAGER)[0]
+    k = trace.kernels
+    assert (k.loc[k["step"] >= 0, "gap"].dropna() >= 1).all()       # no kernel of a step beats its floor now
+    assert set(k["l2"].dropna()) == {"hot", "cold"}
+
+
+def test_a_bundle_missing_its_execution_trace_warns(tmp_path):
+    """Issue 24.7: a copy of the real bert_infer bundle without et.json.gz, which its meta.json names: the
+    one-kernel floors fall back to estimates, and explain says so once; the whole bundle says nothing."""
+    import shutil
+    bundle = ROOT / "captures" / "h200" / "models2" / "bert_infer"
+    for name in ("meta.json", "trace.json.gz"):
+        shutil.copy(bundle / name, tmp_path / name)
+    out = run_cli("explain", tmp_path, "--format", "json")
+    assert out.returncode == 0
+    warned = [w for w in out.stderr.splitlines() if "names the execution trace et.json.gz" in w]
+    assert len(warned) == 1 and "estimates" in warned[0]
+    assert json.loads(out.stdout)["summary"]["fused_floor_kind_per_step"] == ["estimate"] * 3
+    whole = run_cli("explain", bundle, "--format", "json")
+    assert "names the execution trace" not in whole.stderr
+
+
+def test_a_cupti_range_profiler_trace_says_it_is_not_a_kernel_trace():
+    """Issue 24.7: HTA's tests/data/cupti_profiler trace (copied unchanged, tests/data/peers/SOURCES.md) holds
+    77 cuda_profiler_range events (hardware counters per kernel) and no kernel events: it read as CPU-only."""
+    out = run_cli("explain", ROOT / "tests" / "data" / "peers" / "hta" /
+                  "cupti_profiler_benchmark_result_924719_1679055439_trace.json.gz")
+    assert out.returncode == 0
+    warned = [w for w in out.stderr.splitlines() if "cuda_profiler_range" in w]
+    assert len(warned) == 1 and warned[0].startswith("tracekit: warning: 77 CUPTI range-profiler events")
+    assert "not a kernel trace" in warned[0]
+
+
+DW = H200 / "ops24" / "dw_upsample.json.gz"
+
+
+def test_depthwise_conv_and_upsample_records_on_a_real_h200_trace():
+    """Issue 24.9: captures/h200/ops24/dw_upsample.py (a user's own torch.profiler call on an H200, cuDNN off so
+    PyTorch's depthwise kernels run). By hand:
+    _conv_depthwise2d x [8,64,56,56] fp32, w [64,1,3,3], bias [64], pad 1: out 56x56;
+      FLOPs 2·8·64·3136·9 = 28,901,376; bytes x 6,422,528 + w 2,304 + b 256 + y 6,422,528 = 12,847,616
+    _conv_depthwise2d (a Conv1d) x [1,1024,1,8] bf16, w [1024,1,1,4], pad [0,3]: out 1x11;
+      FLOPs 2·1024·11·4 = 90,112; bytes x 16,384 + w 8,192 + y 22,528 = 47,104
+    upsample_nearest2d / upsample_bilinear2d x [8,64,28,28] fp32 -> [8,64,56,56] (output_size [56, 56] in
+      Concrete Inputs): bytes 401,408 x 4 + 1,605,632 x 4 = 8,028,160; FLOPs nearest 0, bilinear 7 per output
+      element (4 weighted taps: 4 multiplies + 3 adds): 7 x 1,605,632 = 11,239,424."""
+    trace = analyze_path(DW)[0]
+    k = trace.kernels[trace.kernels["step"] == 0]
+    by_op = {}
+    for r in k.itertuples():
+        by_op.setdefault(r.op, []).append(r)
+    dw2, dw1 = sorted(by_op["aten::_conv_depthwise2d"], key=lambda r: -r.flops)
+    assert (dw2.flops, dw2.bytes, dw2.dtype, dw2.compute_unit) == (28_901_376, 12_847_616, "fp32", "vector")
+    assert (dw1.flops, dw1.bytes, dw1.dtype) == (90_112, 47_104, "bf16")
+    assert dw2.floor_us == pytest.approx(12_847_616 / 4.8e6, rel=1e-9)     # memory-bound on the H200
+    (near,), (bil,) = by_op["aten::upsample_nearest2d"], by_op["aten::upsample_bilinear2d"]
+    assert (near.flops, near.bytes) == (0, 8_028_160)
+    assert (bil.flops, bil.bytes) == (7 * 1_605_632, 8_028_160)
+    assert trace.kernels["floor_us"].notna().all()                    # every kernel costed (none were before)
+
+
+def test_a_cpu_trace_reads_as_cpu_ops_costs_backward_leaves_and_says_whose_cpu_spec():
+    """Issue 24.10 on captures/cpu/tail_ops (a real CPU capture). Backward was 10 `autograd::engine::evaluate_function`
+    rows per step with no floor; their leaf ops are costed instead. By hand, the three backward matmuls
+    (x [32,64] does not need a gradient, so layer 1 has no grad_input): layer 2's grad_input [32,8]@[8,64]
+    and grad_weight [8,32]@[32,64]: 2·32·8·64 = 32,768 FLOPs each; layer 1's grad_weight [64,32]@[32,64]:
+    2·64·32·64 = 262,144. The step table's headings say CPU, and the builtin cpu spec says it is another
+    machine's and points to `tracekit calibrate`."""
+    out = run_cli("explain", TAIL, "--spec", "cpu", "--format", "json")
+    doc = json.loads(out.stdout)
+    steps = {s["step"] for s in doc["steps"]}
+    rows = [k for k in doc["kernels"] if k["step"] in steps]
+    assert not [k for k in rows if k["name"].startswith("autograd::engine::evaluate_function")]
+    mms = sorted(k["flops"] for k in rows if k["name"] == "aten::mm" and k["step"] == 0)
+    assert mms == [32_768, 32_768, 262_144]
+    assert min(doc["summary"]["costed_pct_per_step"]) > 99           # backward was uncosted (25-84 % costed)
+    assert sum("another machine" in w and "tracekit calibrate --device cpu" in w for w in out.stderr.splitlines()) == 1
+    text = run_cli("explain", TAIL).stdout
+    assert "CPU busy" in text and "GPU busy" not in text and "CPU ops" in text
+
+
+def test_the_top_table_says_which_rows_are_set_against_a_hot_l2_floor():
+    """Issue 24.4, the text output: GPT-2's fp32 -> bf16 copy_ rows whose input was hot show `L2 hot` as their
+    bound in the top table; compute-bound rows keep `compute` (their hot floor is their compute floor)."""
+    from tracekit.report.table import top_groups
+    groups = top_groups(analyze_path(GPT_EAGER)[0])
+    casts = groups[groups["name"].str.contains("bfloat16_copy") & (groups["bound_s"] == "L2 hot")]
+    assert len(casts) >= 1 and (casts["gap"] > 1).all()
+    mm = groups[groups["op_name"] == "aten::mm"]
+    assert "compute" in set(mm["bound_s"]) and "L2 hot" not in set(mm["bound_s"])
