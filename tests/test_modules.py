@@ -1,0 +1,118 @@
+"""The module tree (issue 23) on real traces: TraceLens's Qwen1.5-0.5B-Chat and BERT-small H100 traces
+(recorded with with_modules=True by their authors) and captures/cpu/gpt4_train (a 4-block GPT training step
+recorded here on the CPU by the user's own torch.profiler, with_modules=True)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracekit.analyze import analyze_path
+from tracekit.fusion.dataflow import fusion_summary
+from tracekit.fusion.tree import identical_groups, module_trees
+from tracekit.report.document import step_table
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = ROOT / "tests" / "data" / "peers" / "tracelens"
+QWEN = PEERS / "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+BERT = PEERS / "h100__gaunernst_bert-small-uncased__1016001.json.gz"
+GPT_CPU = ROOT / "captures" / "cpu" / "gpt4_train" / "trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    trace = analyze_path(QWEN)[0]
+    trees, scopes = module_trees(trace)
+    return trace, trees, scopes
+
+
+@pytest.fixture(scope="module")
+def gpt_cpu():
+    trace = analyze_path(GPT_CPU, device="cpu")[0]
+    trees, scopes = module_trees(trace)
+    return trace, trees, scopes
+
+
+def _child(node, *path):
+    for kind, name in path:
+        node = node.children[(kind, name)]
+    return node
+
+
+@pytest.mark.parametrize("path", [QWEN, BERT, GPT_CPU])
+def test_leaves_partition_the_step_exactly(path):
+    trace = analyze_path(path, device="cpu" if path == GPT_CPU else None)[0]
+    trees, _ = module_trees(trace)
+    steps = step_table(trace)
+    for root, (_, step) in zip(trees, steps.iterrows()):
+        k = int(step["step"])
+        in_step = sorted(trace.kernels.index.get_indexer(trace.kernels.index[trace.kernels["step"] == k]))
+        leaf_rows = sorted(r for leaf in root.leaves() for r in leaf.rows)
+        assert leaf_rows == in_step                       # every kernel of the step in exactly one leaf
+        assert sum(leaf.figures["kernels"] for leaf in root.leaves()) == step["kernels"]
+        assert sum(leaf.figures["kernel_us"] for leaf in root.leaves()) == pytest.approx(step["kernel_us"], rel=1e-12)
+        assert all(leaf.kind == "kernel" for leaf in root.leaves())
+
+
+def test_qwen_decoder_layers_are_identical_with_equal_floors(qwen):
+    trace, trees, _ = qwen
+    model = _child(trees[0], ("phase", "forward"), ("module", "Qwen2Model_0"))
+    layers = [c for c in model.children.values() if c.name.startswith("Qwen2DecoderLayer_")]
+    assert len(layers) == 24                              # Qwen1.5-0.5B: 24 hidden layers
+    groups = [g for g in identical_groups(trees[0]) if g[0].name.startswith("Qwen2DecoderLayer_")]
+    assert len(groups) == 1 and len(groups[0]) == 24
+    floors = {round(layer.figures["floor_us"], 9) for layer in layers}
+    fused = {round(layer.figures["fused_floor_us"], 9) for layer in layers}
+    assert len(floors) == 1 and len(fused) == 1
+    assert floors.pop() > 0
+
+
+def test_qwen_block_gemm_flops_by_hand(qwen):
+    trace, trees, _ = qwen
+    # the tokens: aten::embedding's indices are [16, 559] (batch 16, 559 tokens) in the trace's Input Dims
+    emb = trace.kernels[trace.kernels["op"] == "aten::index_select"]
+    assert emb["op_dims"].iloc[0][2] == [16 * 559]
+    tokens = 16 * 559
+    # Qwen1.5-0.5B config: hidden 1024, intermediate 2816, 16 heads × 64 = 1024 (q, k, v, o all 1024×1024);
+    # MLP gate and up 1024×2816, down 2816×1024. A linear over T tokens is 2·T·(in·out) FLOPs.
+    weights = 4 * 1024 * 1024 + 3 * 1024 * 2816
+    layer = _child(trees[0], ("phase", "forward"), ("module", "Qwen2Model_0"), ("module", "Qwen2DecoderLayer_0"))
+    rows = trace.kernels.iloc[layer.rows]
+    assert rows.loc[rows["category"] == "gemm", "flops"].sum() == 2 * tokens * weights    # 229,772,361,728
+
+
+def test_root_one_kernel_floor_is_the_steps(qwen):
+    trace, trees, _ = qwen
+    step_floor = fusion_summary(trace)["fused_floor_us_per_step"][0]
+    assert trees[0].figures["fused_floor_us"] == pytest.approx(step_floor, rel=1e-12)
+    assert trees[0].figures["floor_us"] == pytest.approx(step_table(trace)["floor_us"][0], rel=1e-12)
+
+
+def test_backward_lands_on_the_forward_module(gpt_cpu):
+    trace, trees, scopes = gpt_cpu
+    root = trees[0]
+    assert [c.name for c in root.children.values()] == ["forward", "backward", "optimizer"]
+    names = trace.kernels["name"].tolist()
+    addmm_back = [i for i, n in enumerate(names) if n == "autograd::engine::evaluate_function: AddmmBackward0"
+                  and trace.kernels["step"].iat[i] == 0]
+    # 17 Linear layers with biases (4 blocks × qkv, proj, fc, out + the head): one AddmmBackward0 each,
+    # each under the Linear whose forward made it
+    assert len(addmm_back) == 17
+    linears = {scopes.places[i].modules for i in addmm_back}
+    assert len(linears) == 17 and all(m[-1].startswith("Linear_") for m in linears)
+    forward_linears = {scopes.places[i].modules for i in range(len(names))
+                       if scopes.places[i].phase == "forward" and scopes.places[i].modules
+                       and scopes.places[i].modules[-1].startswith("Linear_") and trace.kernels["step"].iat[i] == 0}
+    assert linears == forward_linears
+    back = _child(root, ("phase", "backward"), ("module", "GPT_0"))
+    blocks = [g for g in identical_groups(back) if g[0].name.startswith("Block_")]
+    assert len(blocks) == 1 and len(blocks[0]) == 4
+
+
+def test_optimizer_phase_holds_adamw(gpt_cpu):
+    trace, trees, _ = gpt_cpu
+    opt = _child(trees[0], ("phase", "optimizer"), ("module", "(no module)"))
+    # 53 parameter tensors (embedding 1; per block 2 LayerNorms + 4 Linears, weight and bias each: 12 × 4;
+    # final LayerNorm 2; head 2): single-tensor AdamW runs one lerp_ per parameter
+    assert opt.children[("op", "aten::lerp_")].figures["kernels"] == 53
