@@ -31,6 +31,7 @@ class By(str, Enum):
     kernel = "kernel"
     op = "op"
     category = "category"
+    module = "module"           # issue 23: the module tree (report.tree_view)
 
 
 class Sort(str, Enum):
@@ -88,11 +89,14 @@ def explain(
     device: Optional[str] = DeviceOpt,
     spec: Optional[str] = SpecOpt,
     top: int = typer.Option(15, "--top", min=1, help="Groups shown in the top table (table, markdown)"),
-    by: By = typer.Option(By.kernel, "--by", help="Top table groups by kernel (name, op, shapes), op or category"),
+    by: By = typer.Option(By.kernel, "--by", help="Top table groups by kernel (name, op, shapes), op or category; "
+                          "module: the tree phase → nn.Module → annotation → op → kernel (docs/explain.md)"),
     sort: Sort = typer.Option(Sort.time, "--sort", help="Top table order, largest first: time, gap (time over "
                               "floor), floor or count (per step)"),
     filter: Optional[str] = typer.Option(None, "--filter", help="Top table: only kernels whose name or op matches "
-                                         "this regex (Python syntax, searched)"),
+                                         "this regex (Python syntax, searched); --by module: module paths"),
+    depth: Optional[int] = typer.Option(None, "--depth", min=1, help="--by module: levels of the tree shown "
+                                        "(1 phases, 2 the model, 3 its blocks...; default 4)"),
     fusion: bool = typer.Option(False, "--fusion", help="Show the fusion view: kernel chain, intermediates, headroom"),
     skip_steps: int = typer.Option(0, "--skip-steps", min=0, help="Leading steps (warm-up, compile) left out of "
                                    "the per-step figures"),
@@ -136,7 +140,8 @@ def explain(
         results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec, skip=skip_steps,
                                **({"et": et} if et else {}))
     emit(results, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
-         by=by.value, sort=sort.value, pattern=pattern, devices=specs if devices is not None else None)
+         by=by.value, sort=sort.value, pattern=pattern, devices=specs if devices is not None else None,
+         depth=depth)
 
 
 for command in (capture, check, diff, ranks):

@@ -109,11 +109,13 @@ def _figure(trace, root: TreeNode, pairs: list, at: dict, memo: dict) -> None:
                    floor_us=f, costed_us=costed, gap=costed / f if f else None,
                    above_floor_us=costed - f if f is not None else None,
                    costed_pct=100.0 * costed / kernel_us if kernel_us > 0 else None)
-        if node.kind != "kernel":
+        if node.kind != "kernel" and f is not None:
             mine = set(node.rows)
             fused = step_fusion(trace, -1, rows=[p for p in pairs if at[p[0]] in mine], memo=memo)
             v = fused["fused_floor_us"]
             fig.update(fused_floor_us=None if v != v else float(v), fused_floor_kind=fused["kind"])
+        elif node.kind != "kernel":
+            fig.update(fused_floor_us=None, fused_floor_kind=None)
         node.figures = fig
     total = root.figures["above_floor_us"]
     for node in root.walk():

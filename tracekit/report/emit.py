@@ -17,15 +17,19 @@ from tracekit.report.table import print_tables
 
 def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wide: bool = False,
          html: str | None = None, perfetto: str | None = None, by: str = "kernel", sort: str = "time",
-         pattern=None, devices: list | None = None) -> None:
+         pattern=None, devices: list | None = None, depth: int | None = None) -> None:
     """Write one format to stdout and the --html / --perfetto files; warnings go to stderr. ``by``,
     ``sort``, ``pattern`` (a ``limits.UserRegex``): what the top table of the table and Markdown formats
     shows (JSON, CSV and HTML keep every kernel). ``devices`` (specs, explain --devices): stdout holds
-    the floors on each device (``report.devices``; JSON: the document gains a ``devices`` key)."""
+    the floors on each device (``report.devices``; JSON: the document gains a ``devices`` key). ``by``
+    "module": the module tree (``report.tree_view``) in every format, ``depth`` levels in the table."""
+    trees = _module_trees(traces) if by == "module" else None
     for t in traces:
         for w in t.warnings:
             print(f"tracekit: warning: {one_line(w, 500)}", file=sys.stderr)     # trace text: one bounded line
     docs = [document(t) for t in traces] if fmt != "csv" or html or perfetto else []
+    if trees is not None:
+        _add_modules(traces[0], docs, *trees)
     if perfetto:
         if len(traces) != 1:
             raise TracekitError("--perfetto annotates one torch.profiler trace; this input holds several MLX graphs")
@@ -44,10 +48,39 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
         doc = docs[0] if len(docs) == 1 else {"graphs": docs}
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n")
     elif fmt == "csv":
-        sys.stdout.write(to_csv(traces))
+        if trees is not None:
+            from tracekit.report.tree_view import modules_csv
+            sys.stdout.write(modules_csv(traces[0], trees[0]))
+        else:
+            sys.stdout.write(to_csv(traces))
     elif fmt == "markdown":
         from tracekit.report.markdown import markdown
-        sys.stdout.write(markdown(traces, docs, top=top, by=by, sort=sort, pattern=pattern))
+        sys.stdout.write(markdown(traces, docs, top=top, by="kernel" if trees else by, sort=sort,
+                                  pattern=None if trees else pattern))
+        if trees is not None:
+            from tracekit.report.tree_view import DEFAULT_DEPTH, modules_markdown
+            sys.stdout.write(modules_markdown(traces[0], trees[0], depth or DEFAULT_DEPTH, pattern))
     else:
-        print_tables(traces, top=top, fusion=fusion, wide=wide, docs=docs, by=by, sort=sort, pattern=pattern)
+        print_tables(traces, top=top, fusion=fusion, wide=wide, docs=docs, by=by, sort=sort, pattern=pattern,
+                     modules=(trees[0], depth) if trees is not None else None)
     sys.stdout.flush()
+
+
+def _module_trees(traces: list[Trace]):
+    """explain --by module: the trees of the one trace (and its scopes)."""
+    if len(traces) != 1:
+        raise TracekitError("--by module reads one torch.profiler trace; this input holds several MLX graphs")
+    from tracekit.report.tree_view import build
+    return build(traces[0])
+
+
+def _add_modules(trace: Trace, docs: list[dict], trees, scopes) -> None:
+    """The JSON document gains ``modules`` (the trees) and each kernel record its ``module`` and ``phase``."""
+    from tracekit.report.tree_view import modules_document, row_places
+    if not docs:
+        return
+    doc = docs[0]
+    doc["modules"] = modules_document(trace, trees, scopes)
+    paths, phases = row_places(scopes)
+    for rec, path, phase in zip(doc["kernels"], paths, phases):
+        rec["module"], rec["phase"] = path, phase

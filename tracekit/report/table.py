@@ -148,10 +148,10 @@ def _console(wide: bool = False) -> Console:
 
 def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide: bool = False,
                  docs: list[dict] | None = None, console: Console | None = None, by: str = "kernel",
-                 sort: str = "time", pattern=None) -> None:
+                 sort: str = "time", pattern=None, modules: tuple | None = None) -> None:
     """Header, diagnosis, per-step table and top groups of each trace (``docs``: their explain
     documents with the diagnosis, when the caller has them; ``by``, ``sort``, ``pattern``: as
-    ``top_groups``)."""
+    ``top_groups``); ``modules`` ((trees, depth), explain --by module): the module table instead."""
     from tracekit.report.diagnosis import document
 
     console = console or _console(wide)
@@ -170,7 +170,11 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide:
         for line in diagnosis.get("lines", []):
             console.print(Text(line, style="bold" if line is diagnosis["lines"][0] else ""))
         console.print(_step_table(trace, console.width, wide))
-        console.print(_kernel_table(trace, top, console.width, wide, by, sort, pattern))
+        if modules is not None:
+            from tracekit.report.tree_view import DEFAULT_DEPTH, module_table
+            console.print(module_table(trace, modules[0], console.width, modules[1] or DEFAULT_DEPTH, pattern, wide))
+        else:
+            console.print(_kernel_table(trace, top, console.width, wide, by, sort, pattern))
         if fusion:
             print_fusion(console, trace, wide, doc["summary"])
 
