@@ -116,3 +116,51 @@ def test_optimizer_phase_holds_adamw(gpt_cpu):
     # 53 parameter tensors (embedding 1; per block 2 LayerNorms + 4 Linears, weight and bias each: 12 × 4;
     # final LayerNorm 2; head 2): single-tensor AdamW runs one lerp_ per parameter
     assert opt.children[("op", "aten::lerp_")].figures["kernels"] == 53
+
+
+# ---- explain --by module: the table, JSON and CSV -------------------------------------------------
+
+def test_by_module_table_fits_80_columns(qwen):
+    import io
+
+    from rich.console import Console
+
+    from tracekit.report.tree_view import module_table
+    trace, trees, _ = qwen
+    console = Console(width=80, file=io.StringIO(), markup=False, highlight=False)
+    console.print(module_table(trace, trees, 80, depth=3))
+    text = console.file.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "Qwen2DecoderLayer ×24" in text and "1176" in text       # the folded layers: 24 × 49 kernels
+    layer = [line for line in text.splitlines() if "Qwen2DecoderLayer ×24" in line][0]
+    assert "1176" in layer
+
+
+def test_by_module_json_and_csv():
+    import csv
+    import io
+
+    import orjson
+
+    from conftest import run_cli
+    got = run_cli("explain", QWEN, "--by", "module", "-f", "json")
+    assert got.returncode == 0, got.stderr
+    doc = orjson.loads(got.stdout)
+    tree = doc["modules"]["steps"][0]["tree"]
+    assert doc["modules"]["schema"] == "tracekit.modules/1" and doc["modules"]["module_events"] == 316
+
+    def leaves(n):
+        return [n] if "children" not in n else [x for c in n["children"] for x in leaves(c)]
+    assert sum(leaf["kernels"] for leaf in leaves(tree)) == doc["summary"]["kernels_per_step"][0] == 1198
+    in_layer0 = [k for k in doc["kernels"] if k["module"].startswith("Qwen2Model_0/Qwen2DecoderLayer_0/")
+                 or k["module"] == "Qwen2Model_0/Qwen2DecoderLayer_0"]
+    layer0 = next(c for c in tree["children"][0]["children"][0]["children"]
+                  if c["name"] == "Qwen2DecoderLayer_0")
+    assert len(in_layer0) == layer0["kernels"] and all(k["phase"] == "forward" for k in in_layer0)
+    got = run_cli("explain", QWEN, "--by", "module", "-f", "csv")
+    rows = list(csv.DictReader(io.StringIO(got.stdout)))
+
+    def count(n):
+        return 1 + sum(count(c) for c in n.get("children", []))
+    assert len(rows) == count(tree)
+    assert rows[0]["kind"] == "root" and int(rows[0]["kernels"]) == 1198

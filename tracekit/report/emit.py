@@ -62,7 +62,7 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
             sys.stdout.write(modules_markdown(traces[0], trees[0], depth or DEFAULT_DEPTH, pattern))
     else:
         print_tables(traces, top=top, fusion=fusion, wide=wide, docs=docs, by=by, sort=sort, pattern=pattern,
-                     modules=(trees[0], depth) if trees is not None else None)
+                     modules=_module_table(trees[0], depth, pattern, wide) if trees is not None else None)
     sys.stdout.flush()
 
 
@@ -72,6 +72,11 @@ def _module_trees(traces: list[Trace]):
         raise TracekitError("--by module reads one torch.profiler trace; this input holds several MLX graphs")
     from tracekit.report.tree_view import build
     return build(traces[0])
+
+
+def _module_table(trees, depth: int | None, pattern, wide: bool):
+    from tracekit.report.tree_view import DEFAULT_DEPTH, module_table
+    return lambda trace, width: module_table(trace, trees, width, depth or DEFAULT_DEPTH, pattern, wide)
 
 
 def _add_modules(trace: Trace, docs: list[dict], trees, scopes) -> None:

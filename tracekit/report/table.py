@@ -148,10 +148,11 @@ def _console(wide: bool = False) -> Console:
 
 def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide: bool = False,
                  docs: list[dict] | None = None, console: Console | None = None, by: str = "kernel",
-                 sort: str = "time", pattern=None, modules: tuple | None = None) -> None:
+                 sort: str = "time", pattern=None, modules=None) -> None:
     """Header, diagnosis, per-step table and top groups of each trace (``docs``: their explain
     documents with the diagnosis, when the caller has them; ``by``, ``sort``, ``pattern``: as
-    ``top_groups``); ``modules`` ((trees, depth), explain --by module): the module table instead."""
+    ``top_groups``); ``modules`` (explain --by module): a function of (trace, console width) giving the
+    table shown instead of the top table."""
     from tracekit.report.diagnosis import document
 
     console = console or _console(wide)
@@ -171,8 +172,7 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide:
             console.print(Text(line, style="bold" if line is diagnosis["lines"][0] else ""))
         console.print(_step_table(trace, console.width, wide))
         if modules is not None:
-            from tracekit.report.tree_view import DEFAULT_DEPTH, module_table
-            console.print(module_table(trace, modules[0], console.width, modules[1] or DEFAULT_DEPTH, pattern, wide))
+            console.print(modules(trace, console.width))
         else:
             console.print(_kernel_table(trace, top, console.width, wide, by, sort, pattern))
         if fusion:
