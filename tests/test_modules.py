@@ -164,3 +164,59 @@ def test_by_module_json_and_csv():
         return 1 + sum(count(c) for c in n.get("children", []))
     assert len(rows) == count(tree)
     assert rows[0]["kind"] == "root" and int(rows[0]["kernels"]) == 1198
+
+
+# ---- [[module]] rules ------------------------------------------------------------------------------
+
+def _kernels_launched_inside(path: Path, module: str) -> int:
+    """Device activities whose launch (runtime call, by correlation) lies inside the named nn.Module event,
+    on its thread: counted straight from the trace's events, without tracekit."""
+    import gzip
+    import json
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    m = next(e for e in events if e.get("cat") == "python_function" and e["name"] == f"nn.Module: {module}")
+    corr = {e["args"]["correlation"] for e in events if e.get("cat") == "cuda_runtime" and e["tid"] == m["tid"]
+            and m["ts"] <= e["ts"] <= m["ts"] + m["dur"]}
+    return sum(1 for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")
+               and e.get("args", {}).get("correlation") in corr)
+
+
+def _rules(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "rules.toml"
+    p.write_text(text)
+    return p
+
+
+def test_module_rule_fails_one_below_the_real_count_and_passes_at_it(tmp_path):
+    import orjson
+
+    from conftest import run_cli
+    n = _kernels_launched_inside(QWEN, "Qwen2Attention_0")
+    assert n > 3
+    ok = _rules(tmp_path, f'[[module]]\npath = "Qwen2DecoderLayer/Qwen2Attention"\nmax_kernels = {n}\n')
+    got = run_cli("check", QWEN, "--rules", ok, "-f", "json")
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert f"{n} kernels in Qwen2Model_0/Qwen2DecoderLayer_" in orjson.loads(got.stdout)["results"][0]["found"]
+    bad = _rules(tmp_path, f'[[module]]\npath = "Qwen2DecoderLayer_0/Qwen2Attention_*"\nmax_kernels = {n - 1}\n')
+    got = run_cli("check", QWEN, "--rules", bad)
+    assert got.returncode == 1
+    assert "FAIL module[Qwen2DecoderLayer_0/Qwen2Attention_*].max_kernels" in got.stdout
+    assert f"found {n} kernels in Qwen2Model_0/Qwen2DecoderLayer_0/Qwen2Attention_0" in got.stdout
+
+
+def test_module_rule_that_matches_nothing_fails_and_a_limitless_one_is_refused(tmp_path):
+    from conftest import run_cli
+    none = _rules(tmp_path, '[[module]]\npath = "NoSuchBlock"\nmax_gap = 2.0\n')
+    got = run_cli("check", QWEN, "--rules", none)
+    assert got.returncode == 1 and "no module matches" in got.stdout
+    empty = _rules(tmp_path, '[[module]]\npath = "Qwen2Attention"\n')
+    got = run_cli("check", QWEN, "--rules", empty)
+    assert got.returncode == 2 and "sets no limit" in got.stderr
+
+
+def test_module_max_gap_on_backward_of_cpu_training(tmp_path):
+    from conftest import run_cli
+    # the backward autograd nodes of a CPU trace have no cost model: no floor in any matching module
+    rules = _rules(tmp_path, '[[module]]\npath = "Block/Attn"\nphase = "backward"\nmax_gap = 100.0\n')
+    got = run_cli("check", GPT_CPU, "--rules", rules, "--device", "cpu")
+    assert got.returncode == 1 and "no kernel with a floor" in got.stdout

@@ -13,6 +13,10 @@ from tracekit.cli.options import DeviceOpt, NoCacheOpt, SpecOpt, StepMarker
 from tracekit.gcpause import with_collector_paused
 
 
+class DiffBy(str, Enum):
+    module = "module"           # issue 23: per module instance (gate.module_rules)
+
+
 class DiffFormat(str, Enum):
     text = "text"
     json = "json"
@@ -39,6 +43,8 @@ def register(app: typer.Typer) -> None:
         allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch",
                                                    help="Compare traces from different devices (a warning, "
                                                         "not an error)"),
+        by: Optional[DiffBy] = typer.Option(None, "--by", help="module: also per nn.Module instance (kernels and "
+                                            "time per step; a module that gains kernels is a regression)"),
         no_cache: bool = NoCacheOpt,
     ) -> None:
         """Line up two traces step by step: kernels, time, floors, fused ops gained or lost."""
@@ -48,16 +54,23 @@ def register(app: typer.Typer) -> None:
 
         tol = parse_tolerance(tolerance)
         with cache.settings(not no_cache):
-            sa = load_side(a, step_marker, device, spec, skip_steps)
-            sb = sa if b == a else load_side(b, step_marker, device, spec, skip_steps)   # A A: read once
+            modules = by is DiffBy.module
+            sa = load_side(a, step_marker, device, spec, skip_steps, modules=modules)
+            sb = sa if b == a else load_side(b, step_marker, device, spec, skip_steps, modules=modules)  # A A: once
         warn(sa), warn(sb)
         doc = compare(sa, sb, tol, allow_device_mismatch=allow_device_mismatch)
+        if modules:
+            from tracekit.gate.module_rules import module_diff, module_lines, module_regressions
+            doc["modules"] = module_diff(sa.in_steps, sb.in_steps, sa.n_steps, sb.n_steps).to_dict("records")
+            doc["regressions"] += module_regressions(doc["modules"], tol["kernels"])
         if format is DiffFormat.json:
             sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         elif format is DiffFormat.markdown:
             sys.stdout.write(to_markdown(doc, top))
         else:
             sys.stdout.write(to_text(doc, top))
+        if modules and format is not DiffFormat.json:
+            sys.stdout.write("\n" + "\n".join(module_lines(doc["modules"], top)) + "\n")
         sys.stdout.flush()
         if fail_on_regression and doc["regressions"]:
             raise typer.Exit(1)
