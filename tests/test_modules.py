@@ -220,3 +220,17 @@ def test_module_max_gap_on_backward_of_cpu_training(tmp_path):
     rules = _rules(tmp_path, '[[module]]\npath = "Block/Attn"\nphase = "backward"\nmax_gap = 100.0\n')
     got = run_cli("check", GPT_CPU, "--rules", rules, "--device", "cpu")
     assert got.returncode == 1 and "no kernel with a floor" in got.stdout
+
+
+def test_html_module_section_escaped_and_offline(tmp_path):
+    from conftest import run_cli
+    out = tmp_path / "r.html"
+    got = run_cli("explain", QWEN, "--by", "module", "--html", out, "-f", "json")
+    assert got.returncode == 0, got.stderr
+    page = out.read_text()
+    section = page[page.index("<h2>By module</h2>"):]
+    assert '<svg class="chart icicle"' in section and "<details open>" in section
+    assert "Qwen2DecoderLayer ×24" in section                     # folded in the tree
+    assert section.count("Qwen2DecoderLayer_23") >= 1             # each layer drawn in the icicle
+    assert "<script" not in page and "http" not in section
+    assert "Flash_fwd_kernel_traits&lt;" in section and "Flash_fwd_kernel_traits<" not in section
