@@ -234,3 +234,19 @@ def test_html_module_section_escaped_and_offline(tmp_path):
     assert section.count("Qwen2DecoderLayer_23") >= 1             # each layer drawn in the icicle
     assert "<script" not in page and "http" not in section
     assert "Flash_fwd_kernel_traits&lt;" in section and "Flash_fwd_kernel_traits<" not in section
+
+
+def test_perfetto_args_carry_the_module_path(tmp_path):
+    import orjson
+
+    from conftest import run_cli
+    out = tmp_path / "p.json"
+    got = run_cli("explain", BERT, "--by", "module", "--perfetto", out, "-f", "json")
+    assert got.returncode == 0, got.stderr
+    doc = orjson.loads(got.stdout)
+    events = orjson.loads(out.read_bytes())["traceEvents"]
+    tagged = [e["args"]["tracekit"] for e in events if isinstance(e.get("args"), dict) and "tracekit" in e["args"]
+              and "module" in e["args"]["tracekit"]]
+    assert len(tagged) == len([k for k in doc["kernels"]])
+    assert {t["module"] for t in tagged} == {k["module"] for k in doc["kernels"]}
+    assert any(t["module"].startswith("BertLMHeadModel_0/BertModel_0/BertEncoder_0/BertLayer_0") for t in tagged)
