@@ -250,3 +250,20 @@ def test_perfetto_args_carry_the_module_path(tmp_path):
     assert len(tagged) == len([k for k in doc["kernels"]])
     assert {t["module"] for t in tagged} == {k["module"] for k in doc["kernels"]}
     assert any(t["module"].startswith("BertLMHeadModel_0/BertModel_0/BertEncoder_0/BertLayer_0") for t in tagged)
+
+
+def test_capture_records_modules_by_default_and_no_modules_opts_out(tmp_path):
+    import orjson
+
+    from conftest import run_cli
+    script = ROOT / "tests" / "scripts" / "small_model.py"         # Net: conv (Conv2d) → relu → fc (Linear)
+    on, off = tmp_path / "on", tmp_path / "off"
+    assert run_cli("capture", script, "-o", on, "-q", "--no-et", "--", "--iters", "2").returncode == 0
+    assert run_cli("capture", script, "-o", off, "-q", "--no-et", "--no-modules", "--", "--iters", "2").returncode == 0
+    assert orjson.loads((on / "meta.json").read_bytes())["modules"] is True
+    got = orjson.loads(run_cli("explain", on, "--by", "module", "-f", "json").stdout)
+    modules = {k["module"] for k in got["kernels"] if k["step"] >= 0}
+    assert {"Net_0/Conv2d_0", "Net_0/Linear_0"} <= modules
+    got = run_cli("explain", off, "--by", "module", "-f", "json")
+    assert "no nn.Module events" in got.stderr
+    assert {k["module"] for k in orjson.loads(got.stdout)["kernels"]} == {""}
