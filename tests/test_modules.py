@@ -267,3 +267,37 @@ def test_capture_records_modules_by_default_and_no_modules_opts_out(tmp_path):
     got = run_cli("explain", off, "--by", "module", "-f", "json")
     assert "no nn.Module events" in got.stderr
     assert {k["module"] for k in orjson.loads(got.stdout)["kernels"]} == {""}
+
+
+# ---- a real regression: one block gains a kernel ---------------------------------------------------
+# captures/cpu/gpt4_train/trace_block2_extra.json.gz: the same training step with `x * 1.0` at the end of
+# block 2's forward: one more forward op (aten::mul) in GPT_0/Block_2 and its backward node (MulBackward0),
+# which lands on the same block: Block_2 has 2 more rows per step, every other block the same count.
+GPT_EXTRA = GPT_CPU.parent / "trace_block2_extra.json.gz"
+
+
+def test_module_rule_catches_the_block_that_gained_a_kernel(tmp_path):
+    from conftest import run_cli
+    base, _ = module_trees(analyze_path(GPT_CPU, device="cpu")[0])
+    block = _child(base[0], ("phase", "forward"), ("module", "GPT_0"), ("module", "Block_2")).figures["kernels"] \
+        + _child(base[0], ("phase", "backward"), ("module", "GPT_0"), ("module", "Block_2")).figures["kernels"]
+    rules = _rules(tmp_path, f'[[module]]\npath = "/GPT_0/Block"\nmax_kernels = {block}\n')
+    assert run_cli("check", GPT_CPU, "--rules", rules, "--device", "cpu").returncode == 0     # its own baseline
+    got = run_cli("check", GPT_EXTRA, "--rules", rules, "--device", "cpu")
+    assert got.returncode == 1
+    assert f"found {block + 2} kernels in GPT_0/Block_2" in got.stdout and "(1 of 4 modules)" in got.stdout
+
+
+def test_diff_by_module_names_the_block(tmp_path):
+    import orjson
+
+    from conftest import run_cli
+    got = run_cli("diff", GPT_CPU, GPT_EXTRA, "--by", "module", "--device", "cpu", "-f", "json",
+                  "--fail-on-regression", "--tolerance", "time=1000%")
+    assert got.returncode == 1
+    doc = orjson.loads(got.stdout)
+    gained = {r["instance"]: r["kernels_delta"] for r in doc["modules"] if r["kernels_delta"]}
+    assert gained == {"GPT_0": 2, "GPT_0/Block_2": 2}
+    assert {r["rule"] for r in doc["regressions"]} >= {"module.kernels_per_step[GPT_0/Block_2]"}
+    same = run_cli("diff", GPT_CPU, GPT_CPU, "--by", "module", "--device", "cpu", "--fail-on-regression")
+    assert same.returncode == 0 and "module.kernels_per_step" not in same.stdout

@@ -93,7 +93,7 @@ def evaluate_module(kernels: pd.DataFrame, item: dict, step_name) -> list[dict]:
         bad = table[values > limit]
         found = (f"{int(worst['kernels'])} kernels" if key == "max_kernels" else f"{worst['gap']:.2f}×") + \
             f" in {worst['instance']}, step {step_name(int(worst['step']))}"
-        if len(bad) > 1:
+        if len(bad):
             found += f" ({bad['instance'].nunique()} of {table['instance'].nunique()} modules)"
         names = _kernel_names(kernels, worst, phase)
         out.append(dict(rule=rule, ok=not len(bad), expected=expected, found=found, kernels=names))
@@ -120,7 +120,7 @@ def module_diff(a: pd.DataFrame, b: pd.DataFrame, a_steps: int, b_steps: int, pa
             return pd.DataFrame(columns=["kernels", "dur_us"])
         return t.groupby("instance")[["kernels", "dur_us"]].sum() / max(1, n)
     ma, mb = mean(a, a_steps), mean(b, b_steps)
-    both = ma.join(mb, how="outer", lsuffix="_a", rsuffix="_b").fillna(0.0)
+    both = ma.add_suffix("_a").join(mb.add_suffix("_b"), how="outer").fillna(0.0)
     both["kernels_delta"] = both["kernels_b"] - both["kernels_a"]
     both["dur_us_delta"] = both["dur_us_b"] - both["dur_us_a"]
     both = both.reset_index().rename(columns={"index": "instance"})

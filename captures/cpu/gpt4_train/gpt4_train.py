@@ -8,6 +8,10 @@ forward (the loss under record_function("loss_fn")), backward, AdamW step, zero_
 outside the profiler, one profiler warm-up step, one active step: ProfilerStep#1.
 
     python gpt4_train.py trace.json && gzip -9 trace.json
+    python gpt4_train.py trace_block2_extra.json 2 && gzip -9 trace_block2_extra.json
+
+The second form is the same step with one extra op in block 2's forward (x * 1.0 after the MLP residual):
+a real "block that gains a kernel" regression for module rules and diff --by module.
 """
 import sys
 
@@ -38,21 +42,26 @@ class MLP(nn.Module):
         return self.out(self.act(self.fc(x)))
 
 
+EXTRA_IN_BLOCK = int(sys.argv[2]) if len(sys.argv) > 2 else -1
+
+
 class Block(nn.Module):
-    def __init__(self, d, h):
+    def __init__(self, d, h, extra=False):
         super().__init__()
         self.ln1, self.attn, self.ln2, self.mlp = nn.LayerNorm(d), Attn(d, h), nn.LayerNorm(d), MLP(d)
+        self.extra = extra
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        x = x + self.mlp(self.ln2(x))
+        return x * 1.0 if self.extra else x
 
 
 class GPT(nn.Module):
     def __init__(self, V=512, d=64, h=4, n=4):
         super().__init__()
         self.emb = nn.Embedding(V, d)
-        self.blocks = nn.ModuleList([Block(d, h) for _ in range(n)])
+        self.blocks = nn.ModuleList([Block(d, h, extra=i == EXTRA_IN_BLOCK) for i in range(n)])
         self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, V)
 
     def forward(self, idx):
