@@ -301,3 +301,22 @@ def test_diff_by_module_names_the_block(tmp_path):
     assert {r["rule"] for r in doc["regressions"]} >= {"module.kernels_per_step[GPT_0/Block_2]"}
     same = run_cli("diff", GPT_CPU, GPT_CPU, "--by", "module", "--device", "cpu", "--fail-on-regression")
     assert same.returncode == 0 and "module.kernels_per_step" not in same.stdout
+
+
+def test_gpu_backward_lands_on_the_norm_that_made_it():
+    # TraceLens's normalization-layer test trace (an AMD GPU, forward + backward of a Net of BatchNorm2d,
+    # InstanceNorm2d, GroupNorm, LayerNorm and RMSNorm modules): each backward kernel's op names the norm it
+    # differentiates; InstanceNorm runs through batch norm, so the batch-norm backwards may sit under either
+    trace = analyze_path(PEERS / "perf_model__normalization__normalization_layer_test.json.gz")[0]
+    _, scopes = module_trees(trace)
+    want = {"aten::native_layer_norm_backward": {"LayerNorm"}, "aten::native_group_norm_backward": {"GroupNorm"},
+            "aten::_fused_rms_norm_backward": {"RMSNorm"},
+            "aten::native_batch_norm_backward": {"BatchNorm2d", "InstanceNorm2d"},
+            "aten::miopen_batch_norm_backward": {"BatchNorm2d", "InstanceNorm2d"}}
+    seen = set()
+    for place, op, step in zip(scopes.places, trace.kernels["op"], trace.kernels["step"]):
+        if step >= 0 and op in want:
+            assert place.phase == "backward" and place.modules[0] == "Net_0"
+            assert place.modules[-1].rsplit("_", 1)[0] in want[op], (op, place.modules)
+            seen.add(op)
+    assert seen == set(want)

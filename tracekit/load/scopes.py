@@ -1,8 +1,8 @@
 """Where in the model each row of the kernel table ran: the phase of the step (forward, backward,
 optimizer), the ``nn.Module`` path and the user annotations around its launch (issue 23).
 
-A kernel's place is read on the CPU side, at its launch (the runtime call with its correlation id), or
-for a row without one at its op: the ``python_function`` events named ``nn.Module: Class_N`` (recorded
+A kernel's place is read on the CPU side, at its launch (the runtime call with its correlation id: a graph
+replay's kernels at their ``cudaGraphLaunch``), or for a row without one at its op (an op of this trace): the ``python_function`` events named ``nn.Module: Class_N`` (recorded
 with ``torch.profiler(with_modules=True)``) that enclose that moment on that thread give the module path,
 outermost first; ``user_annotation`` ranges (``record_function``) inside the innermost module give the
 annotations. A moment inside ``autograd::engine::evaluate_function: XBackward0`` is backward: the node's
@@ -150,9 +150,10 @@ def read_scopes(trace, events: list | None = None) -> Scopes:
     out = Scopes([], n_modules, n_annotations)
     memo: dict = {}
     index_ok = 0 < len(events)
-    for corr, op_id in zip(df["correlation"].tolist(), df["op_id"].tolist()):
+    own_op = [s in ("external_id", "self") for s in df["op_source"].tolist()]    # op_id indexes this trace
+    for corr, op_id, own in zip(df["correlation"].tolist(), df["op_id"].tolist(), own_op):
         anchor = launches.get(corr) if corr != -1 else None
-        if anchor is None and index_ok and 0 <= op_id < len(events) and isinstance(events[op_id], dict):
+        if anchor is None and own and index_ok and 0 <= op_id < len(events) and isinstance(events[op_id], dict):
             ev = events[op_id]
             ts = _num(ev.get("ts"))
             anchor = ((ev.get("pid"), ev.get("tid")), ts) if ts is not None else None
