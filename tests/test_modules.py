@@ -320,3 +320,14 @@ def test_gpu_backward_lands_on_the_norm_that_made_it():
             assert place.modules[-1].rsplit("_", 1)[0] in want[op], (op, place.modules)
             seen.add(op)
     assert seen == set(want)
+
+
+def test_filter_shows_matches_and_their_ancestors(gpt_cpu):
+    from tracekit.limits import UserRegex
+    from tracekit.report.tree_view import visible
+    _, trees, _ = gpt_cpu
+    shown = visible(trees[0], depth=4, pattern=UserRegex("Attn", "--filter"))
+    names = [n.name for _, n in shown]
+    # root, both phases that hold Attn modules, GPT_0 in each, the folded Block ×4 in each, Attn under it
+    assert names == ["ProfilerStep#1", "forward", "GPT_0", "Block ×4", "Attn",
+                     "backward", "GPT_0", "Block ×4", "Attn"]

@@ -97,6 +97,16 @@ def tree_html(node: dict, level: int = 0) -> str:
     return f'<details{" open" if level < OPEN_LEVELS else ""}><summary>{_summary(node)}</summary>{inner}</details>'
 
 
+def _fit(label: str, chars: int) -> str:
+    """A label in ``chars`` characters; a module instance keeps its number (``Qwen2…_13``)."""
+    if len(label) <= chars:
+        return label
+    head, _, n = label.rpartition("_")
+    if head and n.isdigit() and chars >= len(n) + 3:
+        return head[: chars - len(n) - 2] + "…_" + n
+    return clip(label, chars)
+
+
 def icicle_svg(root: dict, levels: int = ICICLE_LEVELS) -> str:
     """Each node a rectangle under its parent: width by kernel time, colour by gap; hover for its figures."""
     total = root["kernel_us"] or 1.0
@@ -117,7 +127,7 @@ def icicle_svg(root: dict, levels: int = ICICLE_LEVELS) -> str:
                      f'height="{ROW_H - 1}" fill="{gap_colour(node.get("gap"))}"/>')
         chars = int(w / 6.2)
         if chars >= 4:
-            rects.append(f'<text x="{x + 3:.1f}" y="{y + 15}">{_e(clip(_label(node, 200), chars))}</text>')
+            rects.append(f'<text x="{x + 3:.1f}" y="{y + 15}">{_e(_fit(_label(node, 200), chars))}</text>')
         rects.append("</g>")
         cx = x
         for c in node.get("children", []):
