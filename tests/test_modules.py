@@ -331,3 +331,63 @@ def test_filter_shows_matches_and_their_ancestors(gpt_cpu):
     # root, both phases that hold Attn modules, GPT_0 in each, the folded Block ×4 in each, Attn under it
     assert names == ["ProfilerStep#1", "forward", "GPT_0", "Block ×4", "Attn",
                      "backward", "GPT_0", "Block ×4", "Attn"]
+
+
+# ---- the H200 captures recorded by the user's own torch.profiler (captures/h200/modules, README there) ----
+H200 = ROOT / "captures" / "h200" / "modules"
+
+
+@pytest.fixture(scope="module")
+def h200_gpt():
+    trace = analyze_path(H200 / "gpt_train" / "trace.json.gz", et=H200 / "gpt_train" / "et.json.gz")[0]
+    trees, scopes = module_trees(trace)
+    return trace, trees, scopes
+
+
+def test_h200_gpt_training_tree(h200_gpt):
+    trace, trees, scopes = h200_gpt
+    steps = step_table(trace)
+    assert len(trees) == 3                                          # ProfilerStep#2..#4
+    for root, (_, step) in zip(trees, steps.iterrows()):
+        assert sorted(r for leaf in root.leaves() for r in leaf.rows) == \
+            sorted(trace.kernels.index.get_indexer(trace.kernels.index[trace.kernels["step"] == step["step"]]))
+        assert [c.name for c in root.children.values()] == ["forward", "backward", "optimizer"]
+    # with the execution trace the one-kernel floors are exact, the root's the step's own
+    summary = fusion_summary(trace)
+    for root, fused in zip(trees, summary["fused_floor_us_per_step"]):
+        assert root.figures["fused_floor_kind"] == "exact"
+        assert root.figures["fused_floor_us"] == pytest.approx(fused, rel=1e-12)
+    # the 4 blocks are identical, forward and backward, with equal floors
+    for phase in ("forward", "backward"):
+        gpt = _child(trees[0], ("phase", phase), ("module", "GPT_0"))
+        groups = [g for g in identical_groups(gpt) if g[0].name.startswith("Block_")]
+        assert len(groups) == 1 and len(groups[0]) == 4
+        assert len({round(b.figures["floor_us"], 9) for b in groups[0]}) == 1
+        assert len({round(b.figures["fused_floor_us"], 9) for b in groups[0]}) == 1
+    assert scopes.backward_linked > 0
+
+
+def test_h200_gpt_block_gemm_flops_by_hand(h200_gpt):
+    trace, trees, _ = h200_gpt
+    # d 768: qkv 768×2304, proj 768×768, fc 768×3072, fc2 3072×768 (no biases) = 7,077,888 weights;
+    # batch 8 × seq 1024 = 8192 tokens. Forward: 2·T·W. Backward: the input gradient and the weight
+    # gradient, each 2·T·W.
+    tokens, weights = 8 * 1024, 768 * 2304 + 768 * 768 + 768 * 3072 + 3072 * 768
+    assert weights == 7_077_888
+    for phase, factor in (("forward", 1), ("backward", 2)):
+        block = _child(trees[0], ("phase", phase), ("module", "GPT_0"), ("module", "Block_1"))
+        rows = trace.kernels.iloc[block.rows]
+        assert rows.loc[rows["category"] == "gemm", "flops"].sum() == factor * 2 * tokens * weights
+
+
+def test_h200_llama_decode_layers():
+    trace = analyze_path(H200 / "llama_decode" / "trace.json.gz")[0]
+    trees, _ = module_trees(trace)
+    llama = _child(trees[0], ("phase", "forward"), ("module", "Llama_0"))
+    layers = [g for g in identical_groups(llama) if g[0].name.startswith("DecoderLayer_")]
+    assert len(layers) == 1 and len(layers[0]) == 8                # 8 layers
+    assert len({round(x.figures["floor_us"], 9) for x in layers[0]}) == 1
+    # batch 1, one token: d 2048, GQA 16/4 heads of 128 (k, v 2048×512), SwiGLU 5632 (gate, up 2048×5632,
+    # down 5632×2048): 2·1·(2·2048² + 2·2048·512 + 3·2048·5632) = 90,177,536 GEMM FLOPs per layer
+    rows = trace.kernels.iloc[layers[0][3].rows]
+    assert rows.loc[rows["category"] == "gemm", "flops"].sum() == 2 * (2 * 2048 ** 2 + 2 * 2048 * 512 + 3 * 2048 * 5632)
