@@ -391,3 +391,9 @@ def test_h200_llama_decode_layers():
     # down 5632×2048): 2·1·(2·2048² + 2·2048·512 + 3·2048·5632) = 90,177,536 GEMM FLOPs per layer
     rows = trace.kernels.iloc[layers[0][3].rows]
     assert rows.loc[rows["category"] == "gemm", "flops"].sum() == 2 * (2 * 2048 ** 2 + 2 * 2048 * 512 + 3 * 2048 * 5632)
+
+
+def test_by_module_refused_on_a_multi_rank_folder():
+    from conftest import run_cli
+    got = run_cli("explain", ROOT / "tests" / "data" / "ranks" / "hta_trace_filter", "--by", "module")
+    assert got.returncode == 2 and "--by module applies to one trace" in got.stderr

@@ -126,7 +126,8 @@ def explain(
     if is_multi_rank(Path(trace)):
         from tracekit.cli.ranks import run_ranks
         single = [name for name, given in (("--html", html), ("--perfetto", perfetto), ("--fusion", fusion),
-                                           ("--et", et), ("--filter", filter), ("--devices", devices)) if given]
+                                           ("--et", et), ("--filter", filter), ("--devices", devices),
+                                           ("--by module", by is By.module), ("--depth", depth)) if given]
         if single:
             raise TracekitError(f"{trace} holds one trace per rank: {', '.join(single)} applies to one trace "
                                 "(name one rank's trace or folder)")
