@@ -397,3 +397,16 @@ def test_by_module_refused_on_a_multi_rank_folder():
     from conftest import run_cli
     got = run_cli("explain", ROOT / "tests" / "data" / "ranks" / "hta_trace_filter", "--by", "module")
     assert got.returncode == 2 and "--by module applies to one trace" in got.stderr
+
+
+def test_module_rule_on_an_annotation(tmp_path):
+    from conftest import run_cli
+    # gpt4_train.py: `with record_function("loss_fn"): loss = model(idx).float().logsumexp(-1).mean()`: the
+    # model's ops lie inside GPT_0 (the annotation began before it: not inside the module), the three after it
+    # (to, logsumexp, mean) under @loss_fn with no module
+    ok = _rules(tmp_path, '[[module]]\npath = "@loss_fn"\nphase = "forward"\nmax_kernels = 3\n')
+    got = run_cli("check", GPT_CPU, "--rules", ok, "--device", "cpu")
+    assert got.returncode == 0, got.stdout
+    assert "found 3 kernels in @loss_fn" in got.stdout
+    bad = _rules(tmp_path, '[[module]]\npath = "@loss_fn"\nphase = "forward"\nmax_kernels = 2\n')
+    assert run_cli("check", GPT_CPU, "--rules", bad, "--device", "cpu").returncode == 1

@@ -155,13 +155,20 @@ def _from_explain(path: Path, doc: dict) -> tuple[pd.DataFrame, pd.DataFrame, di
     return st, kt, {"device": dev.get("name"), "spec": dev.get("spec"), "step_rule": summary.get("step_rule", "?")}
 
 
-def _explain_places(path: Path, doc: dict) -> tuple[list, list]:
-    """Each kernel record's module path and phase (explain --by module -f json writes them)."""
+def scope_path(modules, annotations) -> str:
+    """A kernel's module path with its user annotations after it, each as ``@name`` (module rules match it)."""
+    return "/".join([*modules, *(f"@{a}" for a in annotations)])
+
+
+def _explain_places(path: Path, doc: dict) -> tuple[list, list, list]:
+    """Each kernel record's module path, phase and scope path (explain --by module -f json writes them)."""
     recs = doc["kernels"]
     if recs and not all(isinstance(k.get("module"), str) and isinstance(k.get("phase"), str) for k in recs):
         raise TracekitError(f"{path}: explain JSON without module paths: module rules and diff --by module need "
                             "the trace, or JSON from `tracekit explain --by module -f json`")
-    return [k["module"] for k in recs], [k["phase"] for k in recs]
+    scopes = [scope_path([m for m in k["module"].split("/") if m],
+                         [a for a in k.get("annotations") or [] if isinstance(a, str)]) for k in recs]
+    return [k["module"] for k in recs], [k["phase"] for k in recs], scopes
 
 
 def _check_rows(path: Path, what: str, rows: list, numbers: list[str], texts: tuple, ops: bool = True) -> None:
@@ -204,7 +211,7 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
         steps, kernels, info = _from_explain(p, doc)
         source = "explain-json"
         if modules:
-            kernels["module"], kernels["phase"] = _explain_places(p, doc)
+            kernels["module"], kernels["phase"], kernels["scope"] = _explain_places(p, doc)
         warnings += [str(w) for w in doc.get("warnings") or []]
     else:
         from tracekit.analyze import analyze_path
@@ -221,6 +228,7 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
             scopes = read_scopes(t)
             kernels["module"] = ["/".join(pl.modules) for pl in scopes.places]
             kernels["phase"] = [pl.phase for pl in scopes.places]
+            kernels["scope"] = [scope_path(pl.modules, pl.annotations) for pl in scopes.places]
             warnings += scopes.warnings
         info = {"device": t.device_name, "spec": t.spec.id if t.spec else None, "step_rule": t.step_rule}
         source = "trace"

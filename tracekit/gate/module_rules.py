@@ -6,7 +6,9 @@ Qwen2Attention_3``) one component at a time, ``/`` or ``.`` between components: 
 instance name or its class (``Qwen2Attention`` and ``Qwen2Attention_*`` both match ``Qwen2Attention_3``),
 with shell wildcards (``*``, ``?``, ``[…]``). The pattern matches the innermost components of a module's
 path (``Block/Attn`` matches ``GPT_0/Block_2/Attn_2``); a leading ``/`` anchors it at the outermost one.
-Every module instance the pattern matches is checked on every kept step; the worst one is reported.
+A component ``@name`` matches a user annotation (``record_function``) inside a module (``@loss_fn``,
+``Attn/@my_region``; annotations follow the module path). Every module instance (or annotated region) the
+pattern matches is checked on every kept step; the worst one is reported.
 """
 
 from __future__ import annotations
@@ -47,14 +49,16 @@ def matched_instances(path: str, pattern: tuple[list[str], bool]) -> list[str]:
 
 def per_instance(kernels: pd.DataFrame, pattern: str, phase: str | None = None) -> pd.DataFrame:
     """Per (instance, step): kernels, kernel time, and the time and floor of the kernels with a floor.
-    ``kernels``: a side's kernels inside its kept steps, with ``module`` and ``phase`` columns."""
+    ``kernels``: a side's kernels inside its kept steps, with ``module``, ``phase`` and (annotations too)
+    ``scope`` columns."""
     pat = split_pattern(pattern)
     k = kernels if phase is None else kernels[kernels["phase"] == phase]
+    column = "scope" if "scope" in k else "module"
     memo: dict = {}
     rows = []
     floor = k["floor_us"].to_numpy(dtype=float)
     dur = k["dur_us"].to_numpy(dtype=float)
-    for path, step, d, f in zip(k["module"].tolist(), k["step"].tolist(), dur.tolist(), floor.tolist()):
+    for path, step, d, f in zip(k[column].tolist(), k["step"].tolist(), dur.tolist(), floor.tolist()):
         got = memo.get(path)
         if got is None:
             got = memo[path] = matched_instances(path, pat)
@@ -102,7 +106,8 @@ def evaluate_module(kernels: pd.DataFrame, item: dict, step_name) -> list[dict]:
 
 def _kernel_names(kernels: pd.DataFrame, worst, phase: str | None, limit: int = 4) -> list[str]:
     inst = worst["instance"]
-    k = kernels[(kernels["step"] == worst["step"]) & kernels["module"].map(
+    column = "scope" if "scope" in kernels else "module"
+    k = kernels[(kernels["step"] == worst["step"]) & kernels[column].map(
         lambda p: isinstance(p, str) and (p == inst or p.startswith(inst + "/")))]
     if phase is not None:
         k = k[k["phase"] == phase]

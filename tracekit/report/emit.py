@@ -80,12 +80,13 @@ def _module_table(trees, depth: int | None, pattern, wide: bool):
 
 
 def _add_modules(trace: Trace, docs: list[dict], trees, scopes) -> None:
-    """The JSON document gains ``modules`` (the trees) and each kernel record its ``module`` and ``phase``."""
+    """The JSON document gains ``modules`` (the trees) and each kernel record its ``module``, ``phase`` and
+    ``annotations`` (the user annotations inside its innermost module)."""
     from tracekit.report.tree_view import modules_document, row_places
     if not docs:
         return
     doc = docs[0]
     doc["modules"] = modules_document(trace, trees, scopes)
     paths, phases = row_places(scopes)
-    for rec, path, phase in zip(doc["kernels"], paths, phases):
-        rec["module"], rec["phase"] = path, phase
+    for rec, path, phase, place in zip(doc["kernels"], paths, phases, scopes.places):
+        rec["module"], rec["phase"], rec["annotations"] = path, phase, list(place.annotations)
