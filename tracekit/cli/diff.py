@@ -70,7 +70,10 @@ def register(app: typer.Typer) -> None:
         else:
             sys.stdout.write(to_text(doc, top))
         if modules and format is not DiffFormat.json:
-            sys.stdout.write("\n" + "\n".join(module_lines(doc["modules"], top)) + "\n")
+            lines = module_lines(doc["modules"], top)
+            if format is DiffFormat.markdown:        # a fixed-width block in a PR comment
+                lines = [f"**{lines[0]}**", "", "```", *lines[1:], "```"]
+            sys.stdout.write("\n" + "\n".join(lines) + "\n")
         sys.stdout.flush()
         if fail_on_regression and doc["regressions"]:
             raise typer.Exit(1)

@@ -118,7 +118,8 @@ def _kernel_names(kernels: pd.DataFrame, worst, phase: str | None, limit: int = 
 
 def module_diff(a: pd.DataFrame, b: pd.DataFrame, a_steps: int, b_steps: int, pattern: str = "*") -> pd.DataFrame:
     """Per module instance (every module the pattern matches; default every module): kernels and time per
-    step (means over the kept steps) on each side and the change, largest time change first."""
+    step (means over the kept steps) on each side and the change: instances whose kernel count changed
+    first, then by the size of the time change."""
     def mean(k, n):
         t = per_instance(k, pattern)
         if not len(t):
@@ -129,7 +130,10 @@ def module_diff(a: pd.DataFrame, b: pd.DataFrame, a_steps: int, b_steps: int, pa
     both["kernels_delta"] = both["kernels_b"] - both["kernels_a"]
     both["dur_us_delta"] = both["dur_us_b"] - both["dur_us_a"]
     both = both.reset_index().rename(columns={"index": "instance"})
-    return both.sort_values("dur_us_delta", key=lambda s: -s.abs(), kind="stable").reset_index(drop=True)
+    both["_gained"] = both["kernels_delta"].abs() > 1e-9                # kernel count changes first
+    both["_time"] = both["dur_us_delta"].abs()
+    both = both.sort_values(["_gained", "_time"], ascending=False, kind="stable")
+    return both.drop(columns=["_gained", "_time"]).reset_index(drop=True)
 
 
 def module_regressions(rows: list[dict], tol_kernels: float) -> list[dict]:
@@ -141,7 +145,7 @@ def module_regressions(rows: list[dict], tol_kernels: float) -> list[dict]:
 
 def module_lines(rows: list[dict], top: int) -> list[str]:
     """diff --by module's text: the instances whose time per step changed most."""
-    lines = [f"by module ({len(rows)} instances, largest time change first):",
+    lines = [f"by module ({len(rows)} instances; kernel count changes first, then largest time change):",
              f"  {'module':<38} {'kernels A → B':>15} {'us/step A → B':>20}"]
     for r in rows[:top]:
         name = r["instance"] if len(r["instance"]) <= 38 else "…" + r["instance"][-37:]
