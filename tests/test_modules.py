@@ -410,3 +410,9 @@ def test_module_rule_on_an_annotation(tmp_path):
     assert "found 3 kernels in @loss_fn" in got.stdout
     bad = _rules(tmp_path, '[[module]]\npath = "@loss_fn"\nphase = "forward"\nmax_kernels = 2\n')
     assert run_cli("check", GPT_CPU, "--rules", bad, "--device", "cpu").returncode == 1
+
+
+def test_depth_without_by_module_is_a_usage_error():
+    from conftest import run_cli
+    got = run_cli("explain", GPT_CPU, "--depth", "2")
+    assert got.returncode == 2 and "add --by module" in got.stderr and got.stdout == ""

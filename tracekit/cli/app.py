@@ -133,6 +133,8 @@ def explain(
                                 "(name one rank's trace or folder)")
         return run_ranks(trace, format.value, workers=workers, dask=dask, use_cache=not no_cache, skip=skip_steps,
                          step_marker=step_marker, device=device, spec=spec)
+    if depth is not None and by is not By.module:
+        raise TracekitError("--depth sets how much of the module tree --by module shows: add --by module")
     pattern = UserRegex(filter, "--filter") if filter is not None else None     # refused before loading
     if devices is not None:
         from tracekit.cost.multi import parse_devices
