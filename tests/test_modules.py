@@ -416,3 +416,28 @@ def test_depth_without_by_module_is_a_usage_error():
     from conftest import run_cli
     got = run_cli("explain", GPT_CPU, "--depth", "2")
     assert got.returncode == 2 and "add --by module" in got.stderr and got.stdout == ""
+
+
+def test_malformed_scope_events_are_skipped_not_fatal(tmp_path):
+    """SYNTHETIC trace: one kernel launched inside a well-formed nn.Module event, one inside a module event
+    whose ts is a string (skipped), one under a backward node whose Sequence number is not an integer."""
+    import json
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+        {"ph": "X", "cat": "python_function", "name": "nn.Module: Net_0", "pid": 1, "tid": 1, "ts": 10, "dur": 100},
+        {"ph": "X", "cat": "python_function", "name": "nn.Module: Bad_0", "pid": 1, "tid": 1, "ts": "200", "dur": 9},
+        {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: XBackward0", "pid": 1, "tid": 1,
+         "ts": 300, "dur": 50, "args": {"Sequence number": "7"}},
+    ]
+    for k, t in enumerate((20, 205, 310)):
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t,
+                       "dur": 2, "args": {"correlation": k + 1}})
+        events.append({"ph": "X", "cat": "kernel", "name": f"k{k}", "pid": 0, "tid": 7, "ts": t + 5, "dur": 3,
+                       "args": {"correlation": k + 1, "device": 0, "stream": 7}})
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    trace = analyze_path(p)[0]
+    trees, scopes = module_trees(trace)
+    got = {n: (pl.phase, pl.modules) for n, pl in zip(trace.kernels["name"], scopes.places)}
+    assert got == {"k0": ("forward", ("Net_0",)), "k1": ("forward", ()), "k2": ("backward", ())}
+    assert sum(leaf.figures["kernels"] for leaf in trees[0].leaves()) == 3
