@@ -441,3 +441,17 @@ def test_malformed_scope_events_are_skipped_not_fatal(tmp_path):
     got = {n: (pl.phase, pl.modules) for n, pl in zip(trace.kernels["name"], scopes.places)}
     assert got == {"k0": ("forward", ("Net_0",)), "k1": ("forward", ()), "k2": ("backward", ())}
     assert sum(leaf.figures["kernels"] for leaf in trees[0].leaves()) == 3
+
+
+def test_html_has_the_module_tree_when_the_trace_recorded_modules(tmp_path):
+    import orjson
+
+    from conftest import run_cli
+    out = tmp_path / "r.html"
+    got = run_cli("explain", BERT, "--html", out, "-f", "json")            # no --by module
+    assert got.returncode == 0
+    assert "<h2>By module</h2>" in out.read_text()                       # the trace says with_modules: 1
+    assert "modules" not in orjson.loads(got.stdout)                     # stdout's JSON as without --html
+    plain = tmp_path / "p.html"
+    assert run_cli("explain", ROOT / "captures" / "h200" / "models" / "gpt_train_eager", "--html", plain).returncode == 0
+    assert "<h2>By module</h2>" not in plain.read_text()                 # recorded without modules

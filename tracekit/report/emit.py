@@ -39,7 +39,7 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
               f"{info['bytes']:,} bytes)", file=sys.stderr)
     if html:
         from tracekit.report.html import write_html
-        size = write_html(traces, docs, html, devices)
+        size = write_html(traces, _with_module_tree(traces, docs) if trees is None else docs, html, devices)
         print(f"tracekit: wrote {html} ({size:,} bytes)", file=sys.stderr)
     if devices is not None:
         from tracekit.report.devices_view import write_devices
@@ -72,6 +72,16 @@ def _module_trees(traces: list[Trace]):
         raise TracekitError("--by module reads one torch.profiler trace; this input holds several MLX graphs")
     from tracekit.report.tree_view import build
     return build(traces[0])
+
+
+def _with_module_tree(traces: list[Trace], docs: list[dict]) -> list[dict]:
+    """The HTML report's documents: a trace recorded with module events (its ``with_modules`` flag) gets the
+    module tree section without --by module (the JSON on stdout is left as it was)."""
+    if len(traces) != 1 or not docs or not traces[0].metadata.get("with_modules"):
+        return docs
+    from tracekit.report.tree_view import build, modules_document
+    trees, scopes = build(traces[0])
+    return [dict(docs[0], modules=modules_document(traces[0], trees, scopes))]
 
 
 def _module_table(trees, depth: int | None, pattern, wide: bool):
