@@ -29,6 +29,8 @@ MLX_MLP = ROOT / "captures" / "mlx" / "mlp_nn_fp32_b8"
 NOTEBOOK = ROOT / "docs" / "examples" / "quickstart.ipynb"
 T, D, FF = 2048, 1024, 4096          # tokens (4 × 512), model width, MLP width
 
+GPT_MODULES = ROOT / "captures/h200/modules/gpt_train/trace.json.gz"
+
 
 @pytest.fixture(scope="module")
 def block():
@@ -128,25 +130,23 @@ def test_modules_none_without_a_tree(block):
     assert block.modules is None
 
 
-def test_module_tree_is_flattened_by_path(block):
-    """Synthetic: a module tree as the modules helper may put it in the explain document."""
-    from tracekit.report.export import module_table
-
-    tree = {"name": "root", "kernels": 11, "children": [
-        {"name": "attn", "kernels": 4, "children": [{"name": "qkv", "kernels": 1}]},
-        {"name": "mlp", "kernels": 3}]}
-    table = module_table(block.trace, {"modules": tree})
-    assert table["path"].tolist() == ["root", "root/attn", "root/attn/qkv", "root/mlp"]
-    assert table["depth"].tolist() == [0, 1, 2, 1] and table["kernels"].tolist() == [11, 4, 1, 3]
-    # CSV by module and the workbook's modules sheet, from a tree the trace itself carries
+def test_module_tree_is_flattened_by_path():
+    """The H200 GPT training step recorded by a user's own profiler with with_modules: one row per tree node of
+    every step; each step's root holds all its kernels, and CSV --by module and the workbook carry the same."""
     from tracekit.report.export import csv_text, workbook_tables
 
-    trace = tracekit.load(BLOCK).trace
-    trace.modules = {"name": "root", "kernels": 11, "children": [{"name": "=blocks.0", "kernels": 11}]}
-    rows = pd.read_csv(io.StringIO(csv_text([trace], "module")))
-    assert rows["path"].tolist() == ["root", "root/=blocks.0"] and rows["name"].tolist() == ["root", "'=blocks.0"]
-    assert list(workbook_tables([trace], module_table(trace, None))) == \
-        ["kernels", "ops", "categories", "steps", "devices", "modules"]
+    a = tracekit.load(GPT_MODULES)
+    table = a.modules
+    roots = table[table["level"] == 0]
+    per_step = a.kernels.groupby("step").size()
+    assert roots["kernels"].tolist() == [per_step[s] for s in roots["step"]]
+    # the 4 blocks' forward: one instance per block under GPT's forward
+    fwd_blocks = table[(table["step"] == roots["step"].iat[0]) & (table["kind"] == "module")
+                       & table["path"].str.fullmatch(r"forward/GPT_0/Block_\d")]
+    assert len(fwd_blocks) == 4 and fwd_blocks["floor_us"].nunique() == 1
+    rows = pd.read_csv(io.StringIO(csv_text(a.traces, "module")))
+    assert len(rows) == len(table) and rows["path"].fillna("").tolist() == table["path"].tolist()
+    assert list(workbook_tables(a.traces, table)) == ["kernels", "ops", "categories", "steps", "devices", "modules"]
     assert csv_text([tracekit.load(BLOCK).trace], "module") == ""        # no tree: nothing, not an error
 
 

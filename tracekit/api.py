@@ -120,7 +120,7 @@ class Analysis:
         """The module tree as a flat table, one row per node (``path``: its place in the tree; the node's
         own figures as columns), or None when the trace has none (no nn.Module events in it)."""
         from tracekit.report.export import module_table
-        tables = [module_table(t, d) for t, d in zip(self.traces, self.documents)]
+        tables = [module_table(t) for t in self.traces]
         if all(t is None for t in tables):
             return None
         if len(tables) == 1:

@@ -58,7 +58,8 @@ def rank_environment(rank: int, nproc: int, port: int, out_dir: Path) -> dict[st
 
 def capture_ranks(script: str, args: list[str], out: str | None, nproc: int, *, steps: int | None = None,
                   warmup: int = 0, step_fn: str | None = None, quiet: bool = False, force: bool = False,
-                  execution_trace: bool = True, grace_s: float = 30.0, kill_s: float = 10.0) -> int:
+                  execution_trace: bool = True, grace_s: float = 30.0, kill_s: float = 10.0,
+                  modules: bool = True) -> int:
     """Run ``nproc`` ranks of ``python script args``, each captured into ``out/rankR``; the worst exit code."""
     if nproc < 1:
         raise TracekitError("--nproc must be at least 1")
@@ -78,7 +79,7 @@ def capture_ranks(script: str, args: list[str], out: str | None, nproc: int, *, 
     write_meta(out_dir, meta, "running")
     opts = [*(["--steps", str(steps)] if steps else []), *(["--warmup", str(warmup)] if warmup else []),
             *(["--step-fn", step_fn] if step_fn else []), *(["--quiet"] if quiet else []),
-            *([] if execution_trace else ["--no-et"])]
+            *([] if execution_trace else ["--no-et"]), *([] if modules else ["--no-modules"])]
     _say(quiet, f"starting {nproc} ranks (MASTER_ADDR=127.0.0.1 MASTER_PORT={port}) into {out_dir}/rank*/")
     procs: list[subprocess.Popen] = []
     ended: dict[int, tuple[float, int]] = {}                 # rank → (when, shell exit code)

@@ -148,7 +148,7 @@ def bundle_on_every_exit(finish):
 
 def capture_script(script: str, args: list[str], out: str | None = None, steps: int | None = None,
                    warmup: int = 0, step_fn: str | None = None, quiet: bool = False, force: bool = False,
-                   execution_trace: bool = True) -> int:
+                   execution_trace: bool = True, modules: bool = True) -> int:
     """Profile ``python script args`` into a bundle folder; returns the script's exit code."""
     from tracekit.capture.launch import launcher_rank_out
 
@@ -167,7 +167,7 @@ def capture_script(script: str, args: list[str], out: str | None = None, steps: 
     meta = {"framework": "torch", "command": [sys.executable, script, *args], "script": str(path.resolve()),
             "args": list(args), "cwd": str(Path.cwd()), "git": bundle.git_revision(path.resolve().parent)}
     session = Session(out_dir, steps=steps, warmup=warmup, quiet=quiet, meta=meta,
-                      execution_trace=execution_trace)
+                      execution_trace=execution_trace, modules=modules)
     saved_path = sys.path[:]
     sys.path[0:1] = [str(path.resolve().parent)]       # --step-fn modules import as the script would
     try:

@@ -37,7 +37,7 @@ class Session:
     """One capture: profiler on/off by steps, step ranges, graph bracketing, the bundle at the end."""
 
     def __init__(self, out: Path, *, steps: int | None = None, warmup: int = 0, quiet: bool = False,
-                 meta: dict | None = None, execution_trace: bool = True) -> None:
+                 meta: dict | None = None, execution_trace: bool = True, modules: bool = True) -> None:
         import torch
         from torch.profiler import ProfilerActivity
 
@@ -68,6 +68,7 @@ class Session:
         self.finished = False
         self.execution_trace = None            # the ExecutionTraceObserver of the main recording
         self.record_execution_trace = execution_trace
+        self.record_modules = modules           # nn.Module events (with_modules): explain --by module
         self.dist_info: dict | None = None     # torch.distributed's rank, world size, backend (once seen)
 
     # profiler -----------------------------------------------------------------------------------
@@ -80,8 +81,9 @@ class Session:
 
             observer = ExecutionTraceObserver().register_callback(str(self.out / "et.json"))
             self.execution_trace = observer
-        return self._profile_cls(activities=self.activities, record_shapes=True,
-                                 execution_trace_observer=observer)
+        # nn.Module events come from the profiler's Python tracer: with_modules needs with_stack to write them
+        return self._profile_cls(activities=self.activities, record_shapes=True, with_modules=self.record_modules,
+                                 with_stack=self.record_modules, execution_trace_observer=observer)
 
     def start(self) -> None:
         """Install graph bracketing; record from here unless warm-up steps come first."""
@@ -206,6 +208,9 @@ class Session:
         class ScriptProfile(base):
             def __init__(self, *args, **kwargs):
                 kwargs["activities"], kwargs["record_shapes"] = session.activities, True
+                if session.record_modules:
+                    kwargs.setdefault("with_modules", True)
+                    kwargs.setdefault("with_stack", True)
                 self._tk_user_ready = kwargs.pop("on_trace_ready", None)
                 super().__init__(*args, on_trace_ready=self._tk_ready, **kwargs)
 
@@ -364,7 +369,7 @@ class Session:
             "steps_requested": self.steps, "steps_begun": self.begun, "steps_recorded": self.recorded,
             "first_call_s": self.first_call_s, "exit_code": exit_code, "cuda_graphs": self.graphs,
             "kernel_files": kernel_files, "trace": trace.name if trace.exists() else None,
-            "execution_trace": execution_trace,
+            "execution_trace": execution_trace, "modules": self.record_modules,
         })
         info = self.distributed_info()
         if info is not None:

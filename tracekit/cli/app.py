@@ -40,6 +40,7 @@ class By(str, Enum):
     kernel = "kernel"
     op = "op"
     category = "category"
+    module = "module"           # issue 23: the module tree (report.tree_view)
 
 
 class Sort(str, Enum):
@@ -67,11 +68,14 @@ def explain(
     spec: Optional[str] = SpecOpt,
     top: int = typer.Option(15, "--top", min=1, help="Groups shown in the top table (table, markdown)"),
     by: Optional[By] = typer.Option(None, "--by", help="Top table groups by kernel (name, op, shapes; the default), "
-                                    "op or category; CSV: one row per such group (without --by: per kernel execution)"),
+                                    "op or category; module: the tree phase → nn.Module → annotation → op → kernel "
+                                    "(docs/explain.md); CSV: one row per such group (without --by: per kernel execution)"),
     sort: Sort = typer.Option(Sort.time, "--sort", help="Top table order, largest first: time, gap (time over "
                               "floor), floor or count (per step)"),
     filter: Optional[str] = typer.Option(None, "--filter", help="Top table: only kernels whose name or op matches "
-                                         "this regex (Python syntax, searched)"),
+                                         "this regex (Python syntax, searched); --by module: module paths"),
+    depth: Optional[int] = typer.Option(None, "--depth", min=1, help="--by module: levels of the tree shown "
+                                        "(1 phases, 2 the model, 3 its blocks...; default 4)"),
     fusion: bool = typer.Option(False, "--fusion/--no-fusion", metavar="", help="Show the fusion view: kernel chain, intermediates, headroom"),
     skip_steps: int = typer.Option(0, "--skip-steps", min=0, help="Leading steps (warm-up, compile) left out of "
                                    "the per-step figures"),
@@ -105,12 +109,15 @@ def explain(
         from tracekit.cli.ranks import run_ranks
         single = [name for name, given in (("--html", html), ("--perfetto", perfetto), ("--fusion", fusion),
                                            ("--et", et), ("--filter", filter), ("--devices", devices),
-                                           ("--xlsx", xlsx)) if given]
+                                           ("--xlsx", xlsx), ("--by module", by is By.module),
+                                           ("--depth", depth)) if given]
         if single:
             raise TracekitError(f"{trace} holds one trace per rank: {', '.join(single)} applies to one trace "
                                 "(name one rank's trace or folder)")
         return run_ranks(trace, format.value, workers=workers, dask=dask, use_cache=not no_cache, skip=skip_steps,
                          step_marker=step_marker, device=device, spec=spec)
+    if depth is not None and by is not By.module:
+        raise TracekitError("--depth sets how much of the module tree --by module shows: add --by module")
     pattern = UserRegex(filter, "--filter") if filter is not None else None     # refused before loading
     if devices is not None:
         from tracekit.cost.multi import parse_devices
@@ -120,7 +127,7 @@ def explain(
                         et=et or None, cache=not no_cache)
     emit(analysis.traces, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
          by=(by or By.kernel).value, sort=sort.value, pattern=pattern, devices=specs if devices is not None else None,
-         xlsx=xlsx, width=width, csv_by=by.value if by is not None else None)
+         xlsx=xlsx, width=width, csv_by=by.value if by is not None else None, depth=depth)
 
 
 for command in (capture, check, diff, ranks):

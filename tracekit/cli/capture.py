@@ -22,6 +22,8 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force/--no-force", metavar="", help="replace an existing bundle (only tracekit's own files)"),
         execution_trace: bool = typer.Option(True, "--et/--no-et",
                                              metavar="", help="also record a PyTorch execution trace (tensor ids, outputs)"),
+        modules: bool = typer.Option(True, "--modules/--no-modules", metavar="",
+                                     help="record nn.Module events (with_modules) for explain --by module"),
         nproc: Optional[int] = typer.Option(None, "--nproc", help="start N processes, one per rank, as "
                                             "`torchrun --nproc-per-node N` would: one bundle per rank in OUT/rankR/"),
         grace: float = typer.Option(30.0, "--grace", help="with --nproc: seconds the other ranks get to end on "
@@ -32,8 +34,8 @@ def register(app: typer.Typer) -> None:
             from tracekit.capture.launch import capture_ranks
             raise typer.Exit(capture_ranks(script, list(args or []), out, nproc, steps=steps, warmup=warmup,
                                            step_fn=step_fn, quiet=quiet, force=force,
-                                           execution_trace=execution_trace, grace_s=grace))
+                                           execution_trace=execution_trace, grace_s=grace, modules=modules))
         from tracekit.capture.script import capture_script
         code = capture_script(script, list(args or []), out, steps, warmup, step_fn, quiet, force,
-                              execution_trace)
+                              execution_trace, modules)
         raise typer.Exit(code)

@@ -13,6 +13,10 @@ from tracekit.cli.options import DeviceOpt, NoCacheOpt, SpecOpt, StepMarker
 from tracekit.gcpause import with_collector_paused
 
 
+class DiffBy(str, Enum):
+    module = "module"           # issue 23: per module instance (gate.module_rules)
+
+
 class DiffFormat(str, Enum):
     text = "text"
     json = "json"
@@ -39,6 +43,8 @@ def register(app: typer.Typer) -> None:
         allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch/--no-allow-device-mismatch",
                                                    metavar="", help="Compare traces from different devices (a warning, "
                                                         "not an error)"),
+        by: Optional[DiffBy] = typer.Option(None, "--by", help="module: also per nn.Module instance (kernels and "
+                                            "time per step; a module that gains kernels is a regression)"),
         no_cache: bool = NoCacheOpt,
     ) -> None:
         """Line up two traces step by step: kernels, time, floors, fused ops gained or lost."""
@@ -50,18 +56,28 @@ def register(app: typer.Typer) -> None:
         from tracekit.cli.progress import loading
 
         with cache.settings(not no_cache):
+            modules = by is DiffBy.module
             with loading(a):
-                sa = load_side(a, step_marker, device, spec, skip_steps)
+                sa = load_side(a, step_marker, device, spec, skip_steps, modules=modules)
             with loading(b):
-                sb = sa if b == a else load_side(b, step_marker, device, spec, skip_steps)   # A A: read once
+                sb = sa if b == a else load_side(b, step_marker, device, spec, skip_steps, modules=modules)  # A A: once
         warn(sa), warn(sb)
         doc = compare(sa, sb, tol, allow_device_mismatch=allow_device_mismatch)
+        if modules:
+            from tracekit.gate.module_rules import module_diff, module_lines, module_regressions
+            doc["modules"] = module_diff(sa.in_steps, sb.in_steps, sa.n_steps, sb.n_steps).to_dict("records")
+            doc["regressions"] += module_regressions(doc["modules"], tol["kernels"])
         if format is DiffFormat.json:
             sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         elif format is DiffFormat.markdown:
             sys.stdout.write(to_markdown(doc, top))
         else:
             sys.stdout.write(to_text(doc, top))
+        if modules and format is not DiffFormat.json:
+            lines = module_lines(doc["modules"], top)
+            if format is DiffFormat.markdown:        # a fixed-width block in a PR comment
+                lines = [f"**{lines[0]}**", "", "```", *lines[1:], "```"]
+            sys.stdout.write("\n" + "\n".join(lines) + "\n")
         sys.stdout.flush()
         if fail_on_regression and doc["regressions"]:
             raise typer.Exit(1)

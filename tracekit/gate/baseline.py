@@ -155,6 +155,22 @@ def _from_explain(path: Path, doc: dict) -> tuple[pd.DataFrame, pd.DataFrame, di
     return st, kt, {"device": dev.get("name"), "spec": dev.get("spec"), "step_rule": summary.get("step_rule", "?")}
 
 
+def scope_path(modules, annotations) -> str:
+    """A kernel's module path with its user annotations after it, each as ``@name`` (module rules match it)."""
+    return "/".join([*modules, *(f"@{a}" for a in annotations)])
+
+
+def _explain_places(path: Path, doc: dict) -> tuple[list, list, list]:
+    """Each kernel record's module path, phase and scope path (explain --by module -f json writes them)."""
+    recs = doc["kernels"]
+    if recs and not all(isinstance(k.get("module"), str) and isinstance(k.get("phase"), str) for k in recs):
+        raise TracekitError(f"{path}: explain JSON without module paths: module rules and diff --by module need "
+                            "the trace, or JSON from `tracekit explain --by module -f json`")
+    scopes = [scope_path([m for m in k["module"].split("/") if m],
+                         [a for a in k.get("annotations") or [] if isinstance(a, str)]) for k in recs]
+    return [k["module"] for k in recs], [k["phase"] for k in recs], scopes
+
+
 def _check_rows(path: Path, what: str, rows: list, numbers: list[str], texts: tuple, ops: bool = True) -> None:
     """Explain JSON rows fail closed: numbers finite (or null), names strings, fused_ops a list of strings."""
     for k, row in enumerate(rows):
@@ -176,8 +192,9 @@ def _check_rows(path: Path, what: str, rows: list, numbers: list[str], texts: tu
 
 
 def load_side(path: str | Path, step_marker: str | None = None, device: str | None = None,
-              spec: str | None = None, skip_steps: int = 0) -> Side:
-    """Read a trace, bundle or explain JSON; drop the first ``skip_steps`` steps (warm-up)."""
+              spec: str | None = None, skip_steps: int = 0, modules: bool = False) -> Side:
+    """Read a trace, bundle or explain JSON; drop the first ``skip_steps`` steps (warm-up). ``modules``:
+    each kernel's ``module`` path and ``phase`` too (module rules, diff --by module: docs/explain.md)."""
     p = Path(path)
     if not p.exists():
         raise TracekitError(f"{p}: no such file or folder")
@@ -193,13 +210,23 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
             warnings.append(f"{p} is explain JSON: --step-marker/--device/--spec do not apply to it")
         steps, kernels, info = _from_explain(p, doc)
         source = "explain-json"
+        if modules:
+            kernels["module"], kernels["phase"], kernels["scope"] = _explain_places(p, doc)
         warnings += [str(w) for w in doc.get("warnings") or []]
     else:
         from tracekit.analyze import analyze_path
         traces = analyze_path(p, step_marker=step_marker, device=device, spec=spec)
         if len(traces) != 1:
             raise TracekitError(f"{p}: holds {len(traces)} graphs; check/diff compare one trace at a time")
-        steps, kernels, info = _from_trace(traces[0])
+        t = traces[0]
+        steps, kernels, info = _from_trace(t)
+        if modules:
+            from tracekit.load.scopes import read_scopes
+            scopes = read_scopes(t)
+            kernels["module"] = ["/".join(pl.modules) for pl in scopes.places]
+            kernels["phase"] = [pl.phase for pl in scopes.places]
+            kernels["scope"] = [scope_path(pl.modules, pl.annotations) for pl in scopes.places]
+            warnings += scopes.warnings
         source = "trace"
         warnings += list(traces[0].warnings)
     kernels["step"] = kernels["step"].astype(int)

@@ -35,7 +35,8 @@ def run_check(trace: str, baseline: str | None = None, rules_path: str | None = 
     baseline = baseline or (rules.baseline.get("path") if rules else None)
     if rules and rules.baseline and not baseline:
         raise TracekitError(f"{rules.path}: [baseline] rules need a baseline (--baseline or [baseline] path)")
-    side = load_side(trace, step_marker, device, spec, skip)
+    modules = bool(rules and rules.doc.get("module"))
+    side = load_side(trace, step_marker, device, spec, skip, modules=modules)
     warn(side)
     base = None
     if baseline:

@@ -29,7 +29,7 @@ from tracekit.gate.baseline import (
 )
 
 FORBID_FIELDS = ("name", "op", "category", "kind")
-RULE_KEYS = ("kernels_per_step", "must_fuse", "forbid", "max_gap", "max_idle_fraction", "baseline")
+RULE_KEYS = ("kernels_per_step", "must_fuse", "forbid", "max_gap", "max_idle_fraction", "baseline", "module")
 FORBID_SCOPES = ("steps", "all")
 
 
@@ -142,6 +142,7 @@ def load_rules(path: str | Path) -> Rules:
         "forbid": c.array_of({"pattern": c.string(regex=True), "field": c.string(FORBID_FIELDS),
                               "scope": c.string(FORBID_SCOPES), "label": c.string()}, ("pattern",)),
         "max_gap": c.categories(c.num(0.0, above=True), ("all",)),
+        "module": _module_schema(c),                     # issue 23: gate.module_rules
         "baseline": lambda v, w: c.table(v, w, {
             "path": c.string(), "max_time_ratio": c.num(0.0, above=True), "tolerance": c.num(),
             "kernels_tolerance": c.num(), "kernels": c.boolean, "fused": c.boolean, "time": c.boolean}),
@@ -159,7 +160,7 @@ def _has_rule(doc: dict) -> bool:
     """Whether a (validated) rules document asks for at least one check."""
     kps, base = doc.get("kernels_per_step", {}), doc.get("baseline")
     return bool("max" in kps or "min" in kps or kps.get("max_by_category") or doc.get("must_fuse")
-                or doc.get("forbid") or doc.get("max_gap") or "max_idle_fraction" in doc
+                or doc.get("forbid") or doc.get("max_gap") or "max_idle_fraction" in doc or doc.get("module")
                 or (base is not None and any(base.get(k, True) for k in ("kernels", "fused", "time"))))
 
 
@@ -220,7 +221,25 @@ def evaluate(rules: Rules, side: Side) -> list[Result]:
         out.append(_max_gap(side, cat, limit))
     if "max_idle_fraction" in doc:
         out.append(_idle(side, doc["max_idle_fraction"]))
+    if doc.get("module"):
+        from tracekit.gate.module_rules import evaluate_module
+        for item in doc["module"]:
+            out += [Result(**r) for r in evaluate_module(side.in_steps, item, lambda k: _step_name(side, k))]
     return out
+
+
+def _module_schema(c: _Checker):
+    """``[[module]]``: a module path pattern and at least one limit (gate.module_rules)."""
+    from tracekit.gate.module_rules import PHASES
+    items = c.array_of({"path": c.string(), "max_kernels": c.num(integer=True), "max_gap": c.num(0.0, above=True),
+                        "phase": c.string(PHASES), "label": c.string()}, ("path",))
+
+    def check(v, where):
+        items(v, where)
+        for i, item in enumerate(v):
+            if "max_kernels" not in item and "max_gap" not in item:
+                raise c.fail(f"{where}[{i}]", "sets no limit (max_kernels or max_gap)")
+    return check
 
 
 def _mask(df, flags: list[bool]) -> np.ndarray:

@@ -31,7 +31,7 @@ def profile(step: Step, clock: Clock, hot: int, cold: int, flush_bytes: int, kee
     torch = step.torch
     folder = Path(keep).absolute() if keep else Path(tempfile.mkdtemp(prefix="tracekit-measure-"))
     folder.mkdir(parents=True, exist_ok=True)
-    session = Session(folder, quiet=True, execution_trace=False,
+    session = Session(folder, quiet=True, execution_trace=False, modules=False,     # floors need no modules
                       meta={"framework": "torch", "command": ["tracekit measure"], "args": []})
     session.step_rule = "tracekit measure: one call per step"
     buf = torch.empty(flush_bytes, dtype=torch.uint8, device=step.device)

@@ -107,19 +107,10 @@ def csv_text(traces: list[Trace], by: str | None = None) -> str:
     ``by`` kernel, op or category, or one per module-tree node (``by`` module, where the trace has one);
     formula-like text escaped."""
     if by == "module":                                    # the module tree, where the traces have one
-        table = _frames(traces, _modules_of)
+        table = _frames(traces, module_table)
     else:
         table = _frames(traces, kernel_rows if by is None else (lambda t: group_table(t, by)))
     return escape_cells(table).to_csv(index=False) if len(table.columns) else ""
-
-
-def _modules_of(trace: Trace) -> pd.DataFrame | None:
-    """The trace's module tree as a table: its own, else its explain document's; None without one."""
-    found = module_table(trace, None)
-    if found is None:
-        from tracekit.report.diagnosis import document
-        found = module_table(trace, document(trace))
-    return found
 
 
 def workbook_tables(traces: list[Trace], modules: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
@@ -133,38 +124,17 @@ def workbook_tables(traces: list[Trace], modules: pd.DataFrame | None = None) ->
     return sheets
 
 
-def module_table(trace: Trace, doc: dict | None) -> pd.DataFrame | None:
-    """The module tree of a trace, flattened: the explain document's ``modules`` (top level or in its
-    summary), else the trace's own ``modules`` attribute; None when there is none. A node is a dict; its
-    children are under ``children``; its row keeps its scalar fields and its ``path`` (``a/b/c``)."""
-    doc = doc or {}
-    tree = doc.get("modules")
-    if tree is None:
-        tree = (doc.get("summary") or {}).get("modules")
-    if tree is None:
-        tree = getattr(trace, "modules", None)
-    if tree is None:
+def module_table(trace: Trace) -> pd.DataFrame | None:
+    """The module tree of a trace (``report.tree_view``), flattened: one row per node of every step's tree,
+    with its step, level, kind, path, name, signature and figures; None when the trace holds no nn.Module
+    events (recorded without ``with_modules``) or is an MLX graph."""
+    if trace.metadata.get("framework") == "mlx" or trace.path is None:
         return None
-    if isinstance(tree, pd.DataFrame):
-        return tree
-    rows: list[dict] = []
-
-    def walk(node, parent: str, depth: int) -> None:
-        if isinstance(node, list):
-            for n in node:
-                walk(n, parent, depth)
-            return
-        if not isinstance(node, dict):
-            return
-        name = str(node.get("name", node.get("path", "?")))
-        path = str(node["path"]) if "path" in node else (f"{parent}/{name}" if parent else name)
-        row = {"path": path, "depth": depth}
-        row.update({k: v for k, v in node.items() if k not in ("children", "path") and not isinstance(v, (list, dict))})
-        rows.append(row)
-        walk(node.get("children") or [], path, depth + 1)
-
-    walk(tree, "", 0)
-    return pd.DataFrame(rows) if rows else None
+    from tracekit.report.tree_view import CSV_FIELDS, build, node_rows
+    trees, scopes = build(trace)
+    if not scopes.module_events:
+        return None
+    return pd.DataFrame(node_rows(trace, trees), columns=CSV_FIELDS)
 
 
 def write_xlsx(sheets: dict[str, pd.DataFrame], path) -> int:

@@ -137,6 +137,9 @@ def html_section(trace: Trace, doc: dict, graph: int | None = None, devices: dic
     out.append("<h2>Largest gaps: time above the floor</h2>" + _gaps(groups))
     out.append("<h2>Top kernels by time</h2>" + _kernels(groups))
     out.append("<h2>Fusion chain</h2>" + _chain(trace, doc))
+    if doc.get("modules"):                        # explain --by module (issue 23)
+        from tracekit.report.tree_html import modules_section
+        out.append(modules_section(doc["modules"]))
     if devices is not None:
         from tracekit.report.devices_view import to_html
         out.append("<h2>The same work on other devices</h2>" + to_html(devices, _table))

@@ -2,7 +2,8 @@
 
 Each event a kernel-table row was read from (``event_index``) gets one added key in its ``args``:
 ``tracekit`` = {category, op, step, flops, bytes, floor_us, bound, gap, fused_ops, cost_note} (unknown
-values left out), which Perfetto UI and chrome://tracing show on the slice (``args.tracekit.*``).
+values left out; with ``--by module`` also its ``module`` path and ``phase``), which Perfetto UI and
+chrome://tracing show on the slice (``args.tracekit.*``).
 Per step, a counter track ``tracekit step (us)`` holds the measured kernel time, the sum of floors and
 the one-kernel floor over the step's GPU span, and one global instant event carries the diagnosis.
 Nothing of the original is dropped or changed: its events stay in order, the new ones come after.
@@ -55,7 +56,8 @@ def write_perfetto(trace: Trace, doc: dict, path: str | Path) -> dict:
     original = read_json(source)
     events, _ = trace_events(original, source)
     annotated = 0
-    for row in rows[["event_index", "name", "start_us", *FIELDS]].to_dict("records"):
+    places = _places(df, rows, doc)
+    for i, row in enumerate(rows[["event_index", "name", "start_us", *FIELDS]].to_dict("records")):
         idx = int(row["event_index"])
         e = events[idx] if 0 <= idx < len(events) else None
         if not isinstance(e, dict) or e.get("name") != row["name"] or float(e.get("ts")) != row["start_us"]:
@@ -66,12 +68,23 @@ def write_perfetto(trace: Trace, doc: dict, path: str | Path) -> dict:
             args = e["args"] = {}
         if isinstance(args, dict):
             args[KEY] = annotations(row)
+            if places is not None:                 # explain --by module: the module path and phase
+                args[KEY]["module"], args[KEY]["phase"] = places[i]
             annotated += 1
     added = _step_counters(trace, doc, events, rows)
     data = orjson.dumps(original)
     out = Path(path)
     out.write_bytes(gzip.compress(data, compresslevel=6) if out.name.endswith(".gz") else data)
     return {"annotated": annotated, "added_events": added, "events": len(events) - added, "bytes": out.stat().st_size}
+
+
+def _places(df, rows, doc: dict) -> list | None:
+    """(module path, phase) of each of ``rows`` when the document's kernel records carry them."""
+    recs = doc.get("kernels") or []
+    if len(recs) != len(df) or not recs or "module" not in recs[0]:
+        return None
+    at = df.index.get_indexer(rows.index)
+    return [(recs[k]["module"], recs[k]["phase"]) for k in at.tolist()]
 
 
 def _step_counters(trace: Trace, doc: dict, events: list, rows) -> int:

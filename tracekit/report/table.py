@@ -170,10 +170,11 @@ def _columns() -> int | None:
 
 def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide: bool = False,
                  docs: list[dict] | None = None, console: Console | None = None, by: str = "kernel",
-                 sort: str = "time", pattern=None, width: int | None = None) -> None:
+                 sort: str = "time", pattern=None, width: int | None = None, modules=None) -> None:
     """Header, diagnosis, per-step table and top groups of each trace (``docs``: their explain
     documents with the diagnosis, when the caller has them; ``by``, ``sort``, ``pattern``: as
-    ``top_groups``)."""
+    ``top_groups``); ``modules`` (explain --by module): a function of (trace, console width) giving the
+    table shown instead of the top table."""
     from tracekit.report.diagnosis import document
 
     console = console or _console(wide, width)
@@ -192,7 +193,10 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide:
         for line in diagnosis.get("lines", []):
             console.print(Text(line, style="bold" if line is diagnosis["lines"][0] else ""))
         console.print(_step_table(trace, console.width, wide))
-        console.print(_kernel_table(trace, top, console.width, wide, by, sort, pattern))
+        if modules is not None:
+            console.print(modules(trace, console.width))
+        else:
+            console.print(_kernel_table(trace, top, console.width, wide, by, sort, pattern))
         if fusion:
             print_fusion(console, trace, wide, doc["summary"])
 
