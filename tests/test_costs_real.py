@@ -152,7 +152,12 @@ def test_split_k_op_floor_is_set_against_both_kernels():
     carrier = first[first["floor_us"].notna()].iloc[0]
     assert carrier["bytes"] == 2 * (5632 + 5632 * 2048 + 2048) == 23_084_032
     assert carrier["floor_us"] == pytest.approx(23_084_032 / 4.8e12 * 1e6)        # 4.8 TB/s, in µs
-    assert carrier["gap"] == pytest.approx(first["dur_us"].sum() / carrier["floor_us"])
+    # its activation [1,5632] was written by the kernel before (L2 hot), but the 5632·2048·2 B of weights
+    # stream from DRAM: the hot floor is max(23,084,032 B / 6,394 GB/s, 23,068,672 B / 4.8 TB/s) = 4.806 µs
+    assert carrier["l2"] == "hot"
+    hot_floor = max(23_084_032 / 6394e3, 5632 * 2048 * 2 / 4.8e6)
+    assert carrier["gap_floor_us"] == pytest.approx(hot_floor)
+    assert carrier["gap"] == pytest.approx(first["dur_us"].sum() / hot_floor)
     assert len(first) == 2 and first["covered"].all()
 
 
