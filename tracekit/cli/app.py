@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from tracekit.cli import capture, check, diff, ranks
-from tracekit.cli.options import DaskOpt, DeviceOpt, NoCacheOpt, SpecOpt, StepMarker, WorkersOpt
+from tracekit.cli.options import DaskOpt, DeviceOpt, GraphCapturesOpt, NoCacheOpt, SpecOpt, StepMarker, WorkersOpt
 from tracekit.errors import TracekitError
 from tracekit.gcpause import with_collector_paused
 
@@ -106,6 +106,7 @@ def explain(
     devices: Optional[str] = typer.Option(None, "--devices", help="Floors on these devices side by side, e.g. "
                                           "h200,rtx5090,apple-m5-pro (spec ids or files; measured ÷ floor on the "
                                           "trace's own device): docs/compare.md"),
+    graph_captures: Optional[str] = GraphCapturesOpt,
     workers: Optional[int] = WorkersOpt,
     dask: Optional[str] = DaskOpt,
     no_cache: bool = NoCacheOpt,
@@ -127,14 +128,14 @@ def explain(
             raise TracekitError(f"{trace} holds one trace per rank: {', '.join(single)} applies to one trace "
                                 "(name one rank's trace or folder)")
         return run_ranks(trace, format.value, workers=workers, dask=dask, use_cache=not no_cache, skip=skip_steps,
-                         step_marker=step_marker, device=device, spec=spec)
+                         step_marker=step_marker, device=device, spec=spec, graph_captures=graph_captures)
     pattern = UserRegex(filter, "--filter") if filter is not None else None     # refused before loading
     if devices is not None:
         from tracekit.cost.multi import parse_devices
         specs = parse_devices(devices)                                             # refused before loading
     with cache.settings(not no_cache), _loading(trace):
         results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec, skip=skip_steps,
-                               **({"et": et} if et else {}))
+                               graph_captures=graph_captures, **({"et": et} if et else {}))
     emit(results, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
          by=by.value, sort=sort.value, pattern=pattern, devices=specs if devices is not None else None)
 

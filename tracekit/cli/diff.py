@@ -39,6 +39,9 @@ def register(app: typer.Typer) -> None:
         allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch",
                                                    help="Compare traces from different devices (a warning, "
                                                         "not an error)"),
+        graph_captures: Optional[str] = typer.Option(None, "--graph-captures", help="The serving engine's "
+                                                     "graph-capture traces of both sides (default: capture_traces/ "
+                                                     "beside each trace)"),
         no_cache: bool = NoCacheOpt,
     ) -> None:
         """Line up two traces step by step: kernels, time, floors, fused ops gained or lost."""
@@ -48,8 +51,8 @@ def register(app: typer.Typer) -> None:
 
         tol = parse_tolerance(tolerance)
         with cache.settings(not no_cache):
-            sa = load_side(a, step_marker, device, spec, skip_steps)
-            sb = sa if b == a else load_side(b, step_marker, device, spec, skip_steps)   # A A: read once
+            sa = load_side(a, step_marker, device, spec, skip_steps, graph_captures)
+            sb = sa if b == a else load_side(b, step_marker, device, spec, skip_steps, graph_captures)  # A A: once
         warn(sa), warn(sb)
         doc = compare(sa, sb, tol, allow_device_mismatch=allow_device_mismatch)
         if format is DiffFormat.json:

@@ -176,8 +176,9 @@ def _check_rows(path: Path, what: str, rows: list, numbers: list[str], texts: tu
 
 
 def load_side(path: str | Path, step_marker: str | None = None, device: str | None = None,
-              spec: str | None = None, skip_steps: int = 0) -> Side:
-    """Read a trace, bundle or explain JSON; drop the first ``skip_steps`` steps (warm-up)."""
+              spec: str | None = None, skip_steps: int = 0, graph_captures: str | None = None) -> Side:
+    """Read a trace, bundle or explain JSON; drop the first ``skip_steps`` steps (warm-up).
+    ``graph_captures``: a serving engine's capture traces for a trace's graph replays."""
     p = Path(path)
     if not p.exists():
         raise TracekitError(f"{p}: no such file or folder")
@@ -189,15 +190,15 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
     warnings: list[str] = []
     doc = _explain_doc(p)
     if doc is not None:
-        if step_marker or device or spec:
-            warnings.append(f"{p} is explain JSON: --step-marker/--device/--spec do not apply to it")
+        if step_marker or device or spec or graph_captures:
+            warnings.append(f"{p} is explain JSON: --step-marker/--device/--spec/--graph-captures do not apply to it")
         steps, kernels, info = _from_explain(p, doc)
         source = "explain-json"
         warnings += [str(w) for w in doc.get("warnings") or []]
     else:
         from tracekit.analyze import analyze_path
         from tracekit.report.document import step_table
-        traces = analyze_path(p, step_marker=step_marker, device=device, spec=spec)
+        traces = analyze_path(p, step_marker=step_marker, device=device, spec=spec, graph_captures=graph_captures)
         if len(traces) != 1:
             raise TracekitError(f"{p}: holds {len(traces)} graphs; check/diff compare one trace at a time")
         t = traces[0]

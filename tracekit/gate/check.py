@@ -24,7 +24,8 @@ from tracekit.report.markdown import md_code, md_table, md_text
 
 def run_check(trace: str, baseline: str | None = None, rules_path: str | None = None,
               tolerance: str | None = None, skip_steps: int | None = None, step_marker: str | None = None,
-              device: str | None = None, spec: str | None = None, allow_device_mismatch: bool = False) -> dict:
+              device: str | None = None, spec: str | None = None, allow_device_mismatch: bool = False,
+              graph_captures: str | None = None) -> dict:
     """Load everything, evaluate every rule; the ``--format json`` document. A baseline from another
     device than the trace is an error unless ``allow_device_mismatch`` (then a warning)."""
     if not baseline and not rules_path:
@@ -35,7 +36,7 @@ def run_check(trace: str, baseline: str | None = None, rules_path: str | None = 
     baseline = baseline or (rules.baseline.get("path") if rules else None)
     if rules and rules.baseline and not baseline:
         raise TracekitError(f"{rules.path}: [baseline] rules need a baseline (--baseline or [baseline] path)")
-    side = load_side(trace, step_marker, device, spec, skip)
+    side = load_side(trace, step_marker, device, spec, skip, graph_captures)
     warn(side)
     results: list[Result] = evaluate(rules, side) if rules else []
     if baseline:

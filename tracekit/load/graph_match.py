@@ -1,0 +1,116 @@
+"""Which captured graph each replay replays, in time linear in the replays.
+
+Captures are indexed by their kernel count and, where their launch events name the kernels (ROCm),
+by the multiset of those names; a replay is paired only with the captures under its own key, and
+replays with the same kernel sequence, graph id, batch size and launch count share one answer. Among
+the captures that fit (``graph_replay._pair``):
+
+1. the graph id, where the trace records it (``tracekit::graph_replay#G``), picks the capture;
+2. if fits give different ops, the step's batch size (engine annotation) keeps the captures of the
+   smallest captured size ≥ it (the graph an engine pads a batch up to);
+3. then the step's number of graph launches: several → PIECEWISE captures, one → FULL;
+4. what is still ambiguous stays unmatched, with the reason (no guessing).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Capture:
+    """One graph capture: its nodes in launch order as (kind, kernel name or None, op event or None)."""
+
+    source: str
+    gid: int | None
+    nodes: list[tuple[str, str | None, dict | None]] = field(default_factory=list)
+    batch_size: int | None = None       # tokens it was captured for (capture annotation, file name, details)
+    mode: str | None = None             # as the engine names it: FULL, PIECEWISE, DECODE...
+
+    def by_kind(self, kind: str) -> list[tuple[str, str | None, dict | None]]:
+        return [n for n in self.nodes if n[0] == kind]
+
+
+def _pair(replay, cap: Capture) -> list[dict | None] | None:
+    """The capture op for each replay row; None when the kernels disagree (count or names).
+
+    Kernels decide whether the capture fits; memcpy/memset rows are paired only when their counts
+    agree too (the profiler may not report every copy node), else they stay unmapped.
+    """
+    out: list[dict | None] = [None] * len(replay)
+    for kind in ("kernel", "memcpy", "memset"):
+        rows = [k for k, v in enumerate(replay["kind"]) if v == kind]
+        nodes = cap.by_kind(kind)
+        if len(rows) != len(nodes):
+            if kind == "kernel":
+                return None
+            continue
+        named = all(n[1] for n in nodes)
+        free = list(range(len(nodes)))
+        for k in rows:
+            name = replay["name"].iat[k]
+            j = next((j for j in free if nodes[j][1] == name), None) if named else free[0]
+            if j is None:
+                return None
+            free.remove(j)
+            out[k] = nodes[j][2]
+    return out
+
+
+def _signature(ops: list[dict | None]) -> list:
+    return [None if op is None else (op.get("name"), repr((op.get("args") or {}).get("Input Dims"))) for op in ops]
+
+
+class CaptureIndex:
+    """Captures by (kernel count, name multiset or None when the capture does not name its kernels)."""
+
+    def __init__(self, captures: list[Capture]):
+        self.by_count: dict[int, list[tuple[Capture, int | None]]] = defaultdict(list)
+        for c in captures:
+            names = [n[1] for n in c.by_kind("kernel")]
+            self.by_count[len(names)].append((c, hash(tuple(sorted(names))) if all(names) else None))
+        self.memo: dict[tuple, tuple] = {}
+
+    def candidates(self, n_kernels: int, names_key: int, gid: int | None) -> list[Capture]:
+        return [c for c, key in self.by_count.get(n_kernels, []) if (key is None or key == names_key)
+                and (gid is None or c.gid == gid)]
+
+    def match(self, replay, gid: int | None, size: int | None, launches: int) -> tuple:
+        """(capture, ops per row) or (None, reason) for one replay's rows (a DataFrame slice)."""
+        kinds, names = tuple(replay["kind"]), tuple(replay["name"])
+        kernel_names = [n for k, n in zip(kinds, names) if k == "kernel"]
+        names_key = hash(tuple(sorted(kernel_names)))
+        memo_key = (kinds, names, gid, size, launches > 1)
+        if memo_key not in self.memo:
+            self.memo[memo_key] = self._match(replay, len(kernel_names), names_key, gid, size, launches)
+        return self.memo[memo_key]
+
+    def _match(self, replay, n_kernels: int, names_key: int, gid, size, launches) -> tuple:
+        pool = self.candidates(n_kernels, names_key, gid)
+        fits = [(c, p) for c in pool if (p := _pair(replay, c)) is not None]
+        if not fits:
+            if not self.by_count.get(n_kernels):
+                return None, f"no capture has {n_kernels} kernels"
+            if gid is not None and not any(c.gid == gid for c, _ in self.by_count[n_kernels]):
+                return None, f"graph #{gid} was not captured in the trace or capture files"
+            return None, f"kernel names differ from every capture of {n_kernels} kernels"
+        fits = _narrow(fits, size, launches)
+        if len({repr(_signature(p)) for _, p in fits}) > 1:
+            why = "the step names no batch size" if size is None else f"batch size {size} does not single one out"
+            return None, f"{len(fits)} captures fit with different ops ({why})"
+        return fits[0]
+
+
+def _narrow(fits: list[tuple[Capture, list]], size: int | None, launches: int) -> list[tuple[Capture, list]]:
+    """Fits giving different ops narrowed by batch size, then by mode; unchanged when a rule keeps none."""
+    if len({repr(_signature(p)) for _, p in fits}) <= 1:
+        return fits
+    sizes = sorted({c.batch_size for c, _ in fits if c.batch_size is not None})
+    if size is not None and sizes:
+        target = next((s for s in sizes if s >= size), None)
+        if target is not None:
+            fits = [(c, p) for c, p in fits if c.batch_size == target]
+    want = "PIECEWISE" if launches > 1 else "FULL"
+    moded = [(c, p) for c, p in fits if (c.mode or "").upper() == want]
+    return moded or fits
