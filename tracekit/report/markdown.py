@@ -11,6 +11,8 @@ from pathlib import Path
 
 from tracekit.model.trace import Trace
 from tracekit.report.fmt import clip, compact_name, fmt_gap, fmt_us, short_name
+from tracekit.report.phases import graph_replay_line
+from tracekit.report.phases_view import phase_cells
 from tracekit.report.table import fmt_per_step, top_groups, top_title
 
 
@@ -83,6 +85,12 @@ def _one(trace: Trace, doc: dict, top: int, graph: int | None, by: str = "kernel
              f"rule {md_text(doc['summary'].get('step_rule'), 60)}; kernel time as the profiler recorded it.", ""]
     lines += md_diagnosis((doc["summary"].get("diagnosis") or {}).get("lines", []))
     lines += [""] + md_steps(doc["steps"])
+    if line := graph_replay_line(trace):
+        lines += ["", md_text(line, 2000)]
+    if doc.get("phases"):
+        lines += ["", "**Per phase** (J/token: n/a, a trace holds no energy)", ""]
+        lines += md_table(["", *(p["phase"] for p in doc["phases"])], "l" + "r" * len(doc["phases"]),
+                          [[name, *cells] for name, cells in phase_cells(doc["phases"])])
     groups = top_groups(trace, by, sort, pattern)
     steps = max(1, len(trace.steps))
     title = top_title(trace, by, sort, pattern, min(top, len(groups)), len(groups)).removeprefix("top ")

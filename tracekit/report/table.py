@@ -19,6 +19,8 @@ from rich.text import Text
 from tracekit.cost.roofline import carrier_text
 from tracekit.model.trace import Trace
 from tracekit.report.document import step_table
+from tracekit.report.phases import graph_replay_line
+from tracekit.report.phases_view import phase_table
 from tracekit.report.fmt import (
     _shapes,
     cell_width,
@@ -170,6 +172,10 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide:
         for line in diagnosis.get("lines", []):
             console.print(Text(line, style="bold" if line is diagnosis["lines"][0] else ""))
         console.print(_step_table(trace, console.width, wide))
+        if line := graph_replay_line(trace):
+            console.print(Text(line))
+        if doc.get("phases"):
+            console.print(phase_table(doc["phases"]))
         console.print(_kernel_table(trace, top, console.width, wide, by, sort, pattern))
         if fusion:
             print_fusion(console, trace, wide, doc["summary"])
