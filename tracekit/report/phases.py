@@ -4,7 +4,7 @@ A step's phase and tokens come from the engine's iteration annotation (``load.en
 the trace has one; else from shapes: the tokens are the rows the step's GEMMs multiply (M, the most
 common over its GEMM kernels), the phase is decode when its attention ops take one query token per
 sequence, prefill when they take more (a mixed batch cannot be told from shapes: it needs the
-annotation). Per phase: steps, kernels, kernel time, floor, gap, one-kernel floor, tokens, µs per
+annotation); a step running backward ops is training and has no phase. Per phase: steps, kernels, kernel time, floor, gap, one-kernel floor, tokens, µs per
 token and the tokens per second the one-kernel floor would allow; joules per token only where energy
 was measured (a profiler trace holds no energy: null).
 """
@@ -23,7 +23,8 @@ GEMM_INPUT = {"aten::mm": 0, "aten::addmm": 1, "aten::linear": 0, "aten::matmul"
 # attention op → (query input index, the query-length dim within it)
 ATTENTION_Q = {"aten::scaled_dot_product_attention": (0, 2), "aten::_scaled_dot_product_flash_attention": (0, 2),
                "aten::_scaled_dot_product_efficient_attention": (0, 2),
-               "aten::_scaled_dot_product_cudnn_attention": (0, 2), "aten::_flash_attention_forward": (0, 1),
+               "aten::_scaled_dot_product_cudnn_attention": (0, 2), "aten::_cudnn_attention_forward": (0, 2),
+               "aten::_flash_attention_forward": (0, 1),
                "aten::_efficient_attention_forward": (0, 1)}
 
 
@@ -53,13 +54,16 @@ def step_phases(trace: Trace) -> dict[int, dict]:
 def _shape_phases(df) -> dict[int, dict]:
     tokens: dict[int, Counter] = {}
     queries: dict[int, Counter] = {}
+    training: set[int] = set()
     for step, op, dims in zip(df["step"].tolist(), df["op"].tolist(), df["op_dims"].tolist()):
-        if op in GEMM_INPUT and (a := _dims(dims, GEMM_INPUT[op])) is not None and len(a) >= 2:
+        if isinstance(op, str) and "backward" in op:
+            training.add(step)
+        elif op in GEMM_INPUT and (a := _dims(dims, GEMM_INPUT[op])) is not None and len(a) >= 2:
             tokens.setdefault(step, Counter())[math.prod(a[:-1])] += 1
         elif op in ATTENTION_Q and (q := _dims(dims, ATTENTION_Q[op][0])) is not None and len(q) == 4:
             queries.setdefault(step, Counter())[q[ATTENTION_Q[op][1]]] += 1
     out = {}
-    for step in set(tokens) | set(queries):
+    for step in (set(tokens) | set(queries)) - training:       # a training step has no serving phase
         q = queries.get(step)
         phase = None if not q else "decode" if q.most_common(1)[0][0] == 1 else "prefill"
         t = tokens.get(step)

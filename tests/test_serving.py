@@ -1,0 +1,192 @@
+"""Serving traces: graph replays costed from the engine's capture traces, per-step match share and
+reasons, engine iterations as steps, and phases (issue 22 items 1, 2, 4).
+
+Real traces: TraceLens's SGLang decode pair (tests/data/peers/tracelens, laid out here as SGLang writes
+it), TraceLens's vLLM piecewise prefill+decode pair (tests/data/serving), tracekit's own H200 captures.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, H200, PEERS, explain_json, run_cli
+
+SGLANG = PEERS / "tracelens" / "inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
+SGLANG_CAPTURE = PEERS / "tracelens" / "inference__sglang_decode__capture_traces__bs_32_rank0.json.gz"
+VLLM = DATA / "serving" / "vllm_prefilldecode_piecewise" / "graph_execution.json.gz"
+
+
+def _kernel_time_share(path: Path, prefix: str) -> float:
+    """% of the trace's kernel time in kernels whose name starts with ``prefix``, read from the file."""
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    return 100 * sum(e["dur"] for e in kernels if e["name"].startswith(prefix)) / sum(e["dur"] for e in kernels)
+
+
+@pytest.fixture()
+def sglang_layout(tmp_path) -> Path:
+    """The SGLang pair as SGLang writes it: decode.json.gz with capture_traces/bs_32_rank0.json.gz."""
+    shutil.copy(SGLANG, tmp_path / "decode.json.gz")
+    (tmp_path / "capture_traces").mkdir()
+    shutil.copy(SGLANG_CAPTURE, tmp_path / "capture_traces" / "bs_32_rank0.json.gz")
+    return tmp_path / "decode.json.gz"
+
+
+def _replayed(doc) -> list[dict]:
+    return [k for k in doc["kernels"] if k["graph"]]
+
+
+def test_sglang_capture_traces_beside_the_trace_are_found_and_cost_the_replay(sglang_layout):
+    alone = explain_json(SGLANG)                     # the same trace with no capture_traces/ beside it
+    assert alone["summary"]["costed_time_pct"] == pytest.approx(0.9, abs=0.05)
+    doc = explain_json(sglang_layout)
+    g = _replayed(doc)
+    # the trace has one hipGraphLaunch, whose correlation 544 kernel rows share; the capture has 544 nodes
+    assert len(g) == 544
+    assert all(k["op"] and k["op_source"] == "graph_capture" for k in g)
+    assert doc["summary"]["graph_replays"]["mapped"] == 544
+    assert doc["summary"]["graph_replays"]["capture_files"] == ["bs_32_rank0.json.gz"]
+    step = doc["steps"][0]
+    assert (step["graph_replayed"], step["graph_matched"], step["graph_matched_pct"]) == (544, 544, 100.0)
+    assert step["graph_unmatched"] == {}
+    # every Tensile GEMM (Cijk_*) now has its aten::mm shapes and a floor: the costed share is at least
+    # their share of the kernel time, read from the file itself
+    gemm_share = _kernel_time_share(SGLANG, "Cijk_")
+    assert gemm_share > 50
+    assert doc["summary"]["costed_time_pct"] >= gemm_share
+    # engine iterations are the steps: the vLLM-style annotation execute_32_..._generation_32(sq32...)
+    assert doc["summary"]["step_rule"] == "engine iterations (vLLM)"
+    assert (step["phase"], step["tokens"]) == ("decode", 32)
+
+
+def test_graph_captures_option_names_a_folder_or_a_file(tmp_path):
+    shutil.copy(SGLANG, tmp_path / "decode.json.gz")
+    elsewhere = tmp_path / "caps"
+    elsewhere.mkdir()
+    shutil.copy(SGLANG_CAPTURE, elsewhere / "bs_32_rank0.json.gz")
+    for given in (elsewhere, elsewhere / "bs_32_rank0.json.gz"):
+        doc = explain_json(tmp_path / "decode.json.gz", "--graph-captures", given)
+        assert doc["summary"]["graph_replays"]["mapped"] == 544
+        assert all(k["op_source"] == "graph_capture" for k in _replayed(doc))
+    diff = run_cli("diff", tmp_path / "decode.json.gz", tmp_path / "decode.json.gz", "--graph-captures", elsewhere,
+                   "-f", "json")
+    assert diff.returncode == 0, diff.stderr
+    missing = run_cli("explain", tmp_path / "decode.json.gz", "--graph-captures", tmp_path / "nowhere")
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no such file" in missing.stderr
+
+
+def test_capture_files_of_other_ranks_are_left_out(tmp_path):
+    shutil.copy(SGLANG, tmp_path / "decode.json.gz")       # distributedInfo rank 0
+    caps = tmp_path / "capture_traces"
+    caps.mkdir()
+    shutil.copy(SGLANG_CAPTURE, caps / "bs_32_rank0.json.gz")
+    shutil.copy(SGLANG_CAPTURE, caps / "bs_32_rank1.json.gz")
+    doc = explain_json(tmp_path / "decode.json.gz")
+    assert doc["summary"]["graph_replays"]["capture_files"] == ["bs_32_rank0.json.gz"]
+    assert doc["summary"]["graph_replays"]["mapped"] == 544
+    assert any("1 capture file(s) of other ranks left out" in w for w in doc["warnings"])
+
+
+def test_an_unmatched_replay_is_counted_and_named(tmp_path):
+    """A real capture of other graphs (the H200 MLP: one graph of 200 kernels) offered for the SGLang
+    replay of 544 kernels: nothing fits, and the step says why for all 544 rows."""
+    shutil.copy(SGLANG, tmp_path / "decode.json.gz")
+    doc = explain_json(tmp_path / "decode.json.gz", "--graph-captures", H200 / "graph_capture_and_replay_b128.json.gz")
+    step = doc["steps"][0]
+    assert (step["graph_replayed"], step["graph_matched"], step["graph_matched_pct"]) == (544, 0, 0.0)
+    assert step["graph_unmatched"] == {"no capture has 544 kernels": 544}
+    assert all(k["op"] is None for k in _replayed(doc))
+    assert any("544 no capture has 544 kernels" in w for w in doc["warnings"])
+    text = run_cli("explain", tmp_path / "decode.json.gz", "--graph-captures",
+                   H200 / "graph_capture_and_replay_b128.json.gz")
+    assert text.returncode == 0
+    assert ("graph replays: 0 of 544 replayed kernels matched to capture ops (0%, 1 capture file); not matched: "
+            "544 no capture has 544 kernels") in " ".join(text.stdout.split())
+
+
+def test_vllm_piecewise_graphs_and_the_eager_attention_between_them():
+    """vLLM PIECEWISE: 25 graph pieces replayed per iteration with the attention run eagerly between them;
+    the capture_traces/ folder (vLLM names, execution_details.json) is found beside the trace."""
+    doc = explain_json(VLLM)
+    info = doc["summary"]["graph_replays"]
+    assert info["capture_files"] == ["graph_capture_rank_0.1773709679453551615.pt.trace.json.gz"]
+    assert info["captures"] == 25 and info["replayed"] == info["mapped"] == 361
+    assert doc["steps"][0]["graph_matched_pct"] == 100.0
+    eager = [k for k in doc["kernels"] if not k["graph"]]
+    assert len(eager) == 423 - 361
+    # the annotation: 9 prefill requests of 8155 query tokens and 37 decode requests of one: mixed, 8192
+    assert doc["summary"]["step_rule"] == "engine iterations (vLLM)"
+    (phase,) = doc["phases"]
+    assert (phase["phase"], phase["steps"], phase["tokens"]) == ("mixed", 1, 8155 + 37)
+    assert phase["kernel_us_per_token"] == pytest.approx(doc["steps"][0]["kernel_us"] / 8192)
+    assert phase["joules_per_token"] is None
+    gemm = [k for k in _replayed(doc) if k["op"] == "aten::addmm"]
+    assert gemm and all(k["op_dims"][1][0] == 8192 for k in gemm)      # (bias, x [8192, K], w): the batch
+
+
+def test_decode_phase_from_shapes_one_kernel_floor_per_token_is_weights_plus_kv():
+    """tracekit's H200 Llama decode (eager, ProfilerStep steps, no engine annotation): the attention's
+    query has one token per sequence, so each step is decode, of one token (GEMM M = 1). The README
+    derives the step's minimal traffic: weights read 953,229,312 B + KV cache 33,554,432 B =
+    986,783,744 B, 205.6 µs at the h200 spec's 4.8 TB/s: the one-kernel floor per token."""
+    doc = explain_json(H200 / "models" / "llama_decode_eager")
+    (phase,) = doc["phases"]
+    assert (phase["phase"], phase["steps"], phase["tokens"]) == ("decode", 3, 3)
+    assert phase["fused_floor_us_per_token"] == pytest.approx(986_783_744 / 4.8e12 * 1e6, rel=0.005)
+    assert phase["tokens_per_s_ceiling"] == pytest.approx(1 / (986_783_744 / 4.8e12), rel=0.005)
+
+
+def test_a_training_step_has_no_phase():
+    doc = explain_json(H200 / "models" / "gpt_train_eager")
+    assert doc["phases"] == [] and all(s["phase"] is None for s in doc["steps"])
+
+
+def _synthetic_serving_trace(path: Path) -> Path:
+    """SYNTHETIC (written here, not recorded): two SGLang iterations, a prefill of 2 sequences and 10
+    tokens then a decode of the same 2, each one aten::mm [tokens, 4096] x [4096, 4096] bf16 kernel."""
+    events, corr = [], 100
+    for k, (name, m, dur) in enumerate((("step[EXTEND bs=2 toks=10]", 10, 30.0), ("step[DECODE bs=2]", 2, 20.0))):
+        t0 = 1000.0 * k
+        corr += 1
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": t0, "dur": 500},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t0 + 10, "dur": 20,
+             "args": {"External id": k + 1, "Input Dims": [[m, 4096], [4096, 4096]],
+                      "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t0 + 12,
+             "dur": 5, "args": {"External id": k + 1, "correlation": corr}},
+            {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst_gemm", "pid": 0, "tid": 7, "ts": t0 + 40,
+             "dur": dur, "args": {"External id": k + 1, "correlation": corr, "device": 0, "stream": 7,
+                                  "grid": [1, 1, 1], "block": [128, 1, 1]}}]
+    path.write_text(json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0, "name": "NVIDIA H200"}]}))
+    return path
+
+
+def test_phases_side_by_side_in_every_format(tmp_path):
+    trace = _synthetic_serving_trace(tmp_path / "serve.json")
+    doc = explain_json(trace, "--device", "h200")
+    assert doc["summary"]["step_rule"] == "engine iterations (SGLang)"
+    prefill, decode = doc["phases"]
+    assert (prefill["phase"], prefill["tokens"], prefill["kernel_us"]) == ("prefill", 10, 30.0)
+    assert (decode["phase"], decode["tokens"], decode["kernel_us"]) == ("decode", 2, 20.0)
+    assert (prefill["kernel_us_per_token"], decode["kernel_us_per_token"]) == (3.0, 10.0)
+    # decode: the mm reads the weight 4096*4096*2 B and x 2*4096*2 B, writes 2*4096*2 B: memory-bound
+    moved = 4096 * 4096 * 2 + 2 * 4096 * 2 + 2 * 4096 * 2
+    assert decode["fused_floor_us"] == pytest.approx(moved / 4.8e12 * 1e6, rel=1e-3)
+    assert decode["tokens_per_s_ceiling"] == pytest.approx(2 / (moved / 4.8e12), rel=1e-3)
+    table = run_cli("explain", trace, "--device", "h200")
+    assert table.returncode == 0
+    lines = table.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.strip() == "per phase")
+    assert lines[head + 1].replace("┃", " ").split() == ["prefill", "decode"]
+    assert all(len(line) <= 80 for line in lines[head:head + 14])
+    assert "J / token" in table.stdout and "n/a" in table.stdout
+    md = run_cli("explain", trace, "--device", "h200", "-f", "markdown").stdout
+    assert "| | prefill | decode |" in md.replace("|  |", "| |")
+    csv = run_cli("explain", trace, "--device", "h200", "-f", "csv").stdout.splitlines()
+    assert csv[0].endswith(",phase") and [r.rsplit(",", 1)[1] for r in csv[1:]] == ["prefill", "decode"]
