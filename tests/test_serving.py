@@ -190,3 +190,21 @@ def test_phases_side_by_side_in_every_format(tmp_path):
     assert "| | prefill | decode |" in md.replace("|  |", "| |")
     csv = run_cli("explain", trace, "--device", "h200", "-f", "csv").stdout.splitlines()
     assert csv[0].endswith(",phase") and [r.rsplit(",", 1)[1] for r in csv[1:]] == ["prefill", "decode"]
+
+
+def test_a_bundle_keeps_the_graphs_it_captured_before_the_window():
+    """Item 4: `tracekit capture` of a script serving from CUDA graphs (torch.compile reduce-overhead, H200)
+    whose graphs were captured in warm-up, before the recorded window: the bundle holds each capture
+    (meta.json cuda_graphs), and explain BUNDLE matches every replayed kernel of every step to it."""
+    bundle = H200 / "models" / "llama_decode_reduce_overhead"
+    meta = json.loads((bundle / "meta.json").read_bytes())
+    assert meta["warmup"] == 4 and [g["capture"] for g in meta["cuda_graphs"]] == ["graph_capture_0.json.gz",
+                                                                                   "graph_capture_1.json.gz"]
+    doc = explain_json(bundle)
+    info = doc["summary"]["graph_replays"]
+    assert info["capture_files"] == ["graph_capture_0.json.gz", "graph_capture_1.json.gz"]
+    assert [(s["graph_replayed"], s["graph_matched"]) for s in doc["steps"]] == [(124, 124)] * 3
+    # the replayed decode: phase and tokens from the capture's shapes, the same weights + KV per token
+    (phase,) = doc["phases"]
+    assert (phase["phase"], phase["tokens"]) == ("decode", 3)
+    assert phase["fused_floor_us_per_token"] == pytest.approx(986_783_744 / 4.8e12 * 1e6, rel=0.005)
