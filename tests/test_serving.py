@@ -208,3 +208,22 @@ def test_a_bundle_keeps_the_graphs_it_captured_before_the_window():
     (phase,) = doc["phases"]
     assert (phase["phase"], phase["tokens"]) == ("decode", 3)
     assert phase["fused_floor_us_per_token"] == pytest.approx(986_783_744 / 4.8e12 * 1e6, rel=0.005)
+
+
+def test_replays_are_compared_with_the_captures_under_their_key_once(monkeypatch):
+    """vLLM piecewise: 25 replays, 25 captures. A naive match pairs every replay with every capture (625
+    pairings, each kernel by kernel). Indexed by kernel count and names, with one answer per distinct
+    replay, the pairings are at most one per capture here: the first and last pieces (4 and 12
+    kernels) each have one capture of their count, the 23 middle pieces share one kernel sequence."""
+    import tracekit.load.graph_match as graph_match
+    from tracekit.load.graph_replay import map_graph_kernels
+    from tracekit.load.kineto import load_trace
+
+    calls = []
+    real = graph_match._pair
+    monkeypatch.setattr(graph_match, "_pair", lambda replay, cap: calls.append(id(cap)) or real(replay, cap))
+    trace = load_trace(VLLM)
+    caps = sorted((VLLM.parent / "capture_traces").glob("graph_capture_rank_0.*"))
+    summary = map_graph_kernels(trace, capture_paths=caps)
+    assert summary == {"replayed": 361, "mapped": 361, "unmapped": 0, "captures": 25}
+    assert len(calls) <= 25 and len(set(calls)) == len(calls)

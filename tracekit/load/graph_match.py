@@ -5,7 +5,8 @@ by the multiset of those names; a replay is paired only with the captures under 
 replays with the same kernel sequence, graph id, batch size and launch count share one answer. Among
 the captures that fit (``graph_replay._pair``):
 
-1. the graph id, where the trace records it (``tracekit::graph_replay#G``), picks the capture;
+1. the graph id, where the trace records it (``tracekit::graph_replay#G``), picks the capture of that
+   id; a replay whose id no capture carries is compared with the captures without one (an engine's);
 2. if fits give different ops, the step's batch size (engine annotation) keeps the captures of the
    smallest captured size ≥ it (the graph an engine pads a batch up to);
 3. then the step's number of graph launches: several → PIECEWISE captures, one → FULL;
@@ -70,11 +71,15 @@ class CaptureIndex:
         for c in captures:
             names = [n[1] for n in c.by_kind("kernel")]
             self.by_count[len(names)].append((c, hash(tuple(sorted(names))) if all(names) else None))
+        self.gids = {c.gid for c in captures if c.gid is not None}
         self.memo: dict[tuple, tuple] = {}
 
     def candidates(self, n_kernels: int, names_key: int, gid: int | None) -> list[Capture]:
+        """The captures a replay may replay: under its key; of its graph id when a capture has that id,
+        else (its capture is not among tracekit's) the captures without an id: an engine's files."""
+        by_id = gid is not None and gid in self.gids
         return [c for c, key in self.by_count.get(n_kernels, []) if (key is None or key == names_key)
-                and (gid is None or c.gid == gid)]
+                and (c.gid == gid if by_id else gid is None or c.gid is None)]
 
     def match(self, replay, gid: int | None, size: int | None, launches: int) -> tuple:
         """(capture, ops per row) or (None, reason) for one replay's rows (a DataFrame slice)."""
@@ -92,8 +97,8 @@ class CaptureIndex:
         if not fits:
             if not self.by_count.get(n_kernels):
                 return None, f"no capture has {n_kernels} kernels"
-            if gid is not None and not any(c.gid == gid for c, _ in self.by_count[n_kernels]):
-                return None, f"graph #{gid} was not captured in the trace or capture files"
+            if gid in self.gids and not any(c.gid == gid for c, _ in self.by_count[n_kernels]):
+                return None, f"graph #{gid} was captured with another kernel count"
             return None, f"kernel names differ from every capture of {n_kernels} kernels"
         fits = _narrow(fits, size, launches)
         if len({repr(_signature(p)) for _, p in fits}) > 1:
