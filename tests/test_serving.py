@@ -227,3 +227,22 @@ def test_replays_are_compared_with_the_captures_under_their_key_once(monkeypatch
     summary = map_graph_kernels(trace, capture_paths=caps)
     assert summary == {"replayed": 361, "mapped": 361, "unmapped": 0, "captures": 25}
     assert len(calls) <= 25 and len(set(calls)) == len(calls)
+
+
+def test_without_steps_or_annotations_each_graph_replay_begins_an_iteration(tmp_path):
+    """The H200 graph trace (plain torch.profiler: capture, then 5 ProfilerSteps each replaying the one
+    FULL graph of 40 kernels) with its ProfilerStep ranges removed, as a serving trace without them
+    would be: each replay of the graph's first (only) piece begins an iteration, so the 5 iterations are
+    the 5 replaying ProfilerSteps, kernel for kernel."""
+    src = H200 / "graph_capture_and_replay_b128.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    bare = tmp_path / "no_steps.json.gz"
+    bare.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    with_steps, without = explain_json(src), explain_json(bare)
+    assert with_steps["summary"]["kernels_per_step"] == [2, 40, 40, 40, 40, 40]
+    assert without["summary"]["step_rule"].startswith("graph replays")
+    assert without["summary"]["kernels_per_step"] == [40] * 5
+    starts = lambda d, k: sorted(r["start_us"] for r in d["kernels"] if r["step"] == k)      # noqa: E731
+    assert [starts(without, k) for k in range(5)] == [starts(with_steps, k + 1) for k in range(5)]
+    assert [s["graph_matched"] for s in without["steps"]] == [40] * 5

@@ -17,6 +17,7 @@ from tracekit.fusion.names import KernelSources, annotate_fusion
 from tracekit.load.capture_dir import DETAILS, TRACE_FILE, CaptureFile, capture_files_in, default_folder
 from tracekit.load.collectives import collective_rows, world_size
 from tracekit.load.graph_replay import capture_files, map_graph_kernels
+from tracekit.load.iterations import split_by_graph_iterations
 from tracekit.load.kineto import load_trace, resolve_trace_path
 from tracekit.load.twins import adopt_twins
 from tracekit.model import cache
@@ -112,6 +113,7 @@ def normalise(trace: Trace, bundle_dir: Path | None = None, captures: Path | Non
     df["collective"] = collective_rows(df, trace.path, world_size(trace.metadata), trace.source_events)
     if df["graph"].any():
         map_graph_kernels(trace, bundle_dir, _capture_sources(trace, captures))
+        split_by_graph_iterations(trace)         # a serving trace with no steps: its engine iterations
     elif captures is not None and named:
         trace.warnings.append(f"--graph-captures {captures}: the trace replays no CUDA/HIP graph; not used")
     _none_for_nan(trace.kernels)

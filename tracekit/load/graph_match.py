@@ -28,6 +28,7 @@ class Capture:
     nodes: list[tuple[str, str | None, dict | None]] = field(default_factory=list)
     batch_size: int | None = None       # tokens it was captured for (capture annotation, file name, details)
     mode: str | None = None             # as the engine names it: FULL, PIECEWISE, DECODE...
+    first: bool = True                  # the first piece captured for its size (a replay of it begins an iteration)
 
     def by_kind(self, kind: str) -> list[tuple[str, str | None, dict | None]]:
         return [n for n in self.nodes if n[0] == kind]
@@ -95,6 +96,8 @@ class CaptureIndex:
         pool = self.candidates(n_kernels, names_key, gid)
         fits = [(c, p) for c in pool if (p := _pair(replay, c)) is not None]
         if not fits:
+            if not self.by_count:
+                return None, "no graph capture in the trace or its capture files"
             if not self.by_count.get(n_kernels):
                 return None, f"no capture has {n_kernels} kernels"
             if gid in self.gids and not any(c.gid == gid for c, _ in self.by_count[n_kernels]):

@@ -104,7 +104,8 @@ def find_captures(events: list, source: str) -> list[Capture]:
             windows.append((m, {"ts": m1}))
     starts = [float(e["ts"]) for e in launches]
     captures = []
-    for begin, end in windows:
+    groups_seen: set = set()            # engine annotations (or the file) whose first capture was seen
+    for begin, end in sorted(windows, key=lambda w: float(w[0]["ts"])):
         t0, t1, tid = float(begin["ts"]), float(end["ts"]), begin.get("tid")
         inside = [e for e in launches[bisect_left(starts, t0):bisect_right(starts, t1)] if e.get("tid") == tid]
         found = [_enclosing(ops.get((e.get("args") or {}).get("External id")), e) for e in inside]
@@ -114,9 +115,11 @@ def find_captures(events: list, source: str) -> list[Capture]:
         gid = next((int(CAPTURE_MARK.match(m["name"]).group(1)) for m in marks if m.get("tid") == tid
                     and float(m["ts"]) <= t0 <= float(m["ts"]) + float(m.get("dur", 0))), None)
         nodes = [(_node_kind(e["name"]), (e.get("args") or {}).get("kernel"), op) for e, op in zip(inside, found)]
-        size = next((ENGINE_CAPTURE.match(a["name"]).groups() for a in sized
-                     if float(a["ts"]) <= t0 <= float(a["ts"]) + float(a.get("dur", 0))), (None, None))
-        captures.append(Capture(source, gid, nodes, int(size[0]) if size[0] else None, size[1]))
+        group = next((a for a in sized if float(a["ts"]) <= t0 <= float(a["ts"]) + float(a.get("dur", 0))), None)
+        size = ENGINE_CAPTURE.match(group["name"]).groups() if group is not None else (None, None)
+        first = gid is not None or id(group) not in groups_seen    # a graph's first (or only) piece
+        groups_seen.add(id(group))
+        captures.append(Capture(source, gid, nodes, int(size[0]) if size[0] else None, size[1], first))
     return captures
 
 
@@ -227,6 +230,7 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
     for _, rows in replays:
         launches[int(rows["step"].iat[0])] += 1
     per_step: dict[int, dict] = {}
+    firsts: list[float] = []            # device start of each replay of a graph's first piece
     reasons: dict[str, int] = {}
     new_ids: dict[tuple, int] = {}
     notes = Notes()
@@ -243,6 +247,8 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
         if cap is None:
             _count(got["unmatched"], reasons, found, len(rows))
             continue
+        if cap.first:
+            firsts.append(float(rows["start_us"].min()))
         in_main_trace = cap.source == trace.path    # record-function ids restart per profiler session
         for idx, op, dur in zip(rows.index, found, rows["dur_us"].tolist()):
             if op is None:
@@ -266,8 +272,10 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
             got["matched_us"] += dur
     trace.warnings.extend(notes.warnings())
     summary["unmapped"] = summary["replayed"] - summary["mapped"]
+    every = all(not r["unmatched"] for r in per_step.values())
     trace.metadata["graph_replays"] = {**summary, "capture_files": files,
-                                       "per_step": sorted(per_step.values(), key=lambda r: r["step"])}
+                                       "per_step": sorted(per_step.values(), key=lambda r: r["step"]),
+                                       "iteration_starts_us": sorted(firsts) if every else None}
     if summary["unmapped"]:
         detail = "; ".join(f"{n} {why}" for why, n in reasons.items())
         where = "" if captures else (" (the trace holds no graph capture: record it with `tracekit capture`, or "
