@@ -76,6 +76,12 @@ def test_graph_captures_option_names_a_folder_or_a_file(tmp_path):
     diff = run_cli("diff", tmp_path / "decode.json.gz", tmp_path / "decode.json.gz", "--graph-captures", elsewhere,
                    "-f", "json")
     assert diff.returncode == 0, diff.stderr
+    check = run_cli("check", tmp_path / "decode.json.gz", "--baseline", tmp_path / "decode.json.gz",
+                    "--graph-captures", elsewhere, "-f", "json")
+    assert check.returncode == 0, check.stderr
+    assert "graph replays" not in check.stderr          # every replayed row mapped: no unmapped warning
+    alone = run_cli("check", tmp_path / "decode.json.gz", "--baseline", tmp_path / "decode.json.gz", "-f", "json")
+    assert "544 of 544 replayed rows left unmapped" in alone.stderr
     missing = run_cli("explain", tmp_path / "decode.json.gz", "--graph-captures", tmp_path / "nowhere")
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no such file" in missing.stderr
 

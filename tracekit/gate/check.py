@@ -41,7 +41,7 @@ def run_check(trace: str, baseline: str | None = None, rules_path: str | None = 
     results: list[Result] = evaluate(rules, side) if rules else []
     if baseline:
         from tracekit.gate.diff import compare
-        base = load_side(baseline, step_marker, device, spec, skip)
+        base = load_side(baseline, step_marker, device, spec, skip, graph_captures)
         warn(base)
         settings = baseline_settings(rules, tol)
         results += evaluate_baseline(compare(base, side, settings["tol"], allow_device_mismatch), settings)
