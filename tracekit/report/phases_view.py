@@ -20,15 +20,15 @@ def phase_cells(phases: list[dict]) -> list[tuple[str, list[str]]]:
             ("gap", [fmt_gap(p["gap"]) for p in phases]),
             ("one-kernel floor", [fmt_us(p["fused_floor_us"]) for p in phases]),
             ("tokens", [_num(p["tokens"]) for p in phases]),
-            ("kernel time / token", [fmt_us(p["kernel_us_per_token"]) for p in phases]),
-            ("one-kernel floor / token", [fmt_us(p["fused_floor_us_per_token"]) for p in phases]),
-            ("tok/s ceiling (one kernel)", [_num(p["tokens_per_s_ceiling"]) for p in phases]),
+            ("kernel time/token", [fmt_us(p["kernel_us_per_token"]) for p in phases]),
+            ("one-kernel floor/token", [fmt_us(p["fused_floor_us_per_token"]) for p in phases]),
+            ("tok/s ceiling", [_num(p["tokens_per_s_ceiling"]) for p in phases]),
             ("J / token", ["n/a" if p["joules_per_token"] is None else f"{p['joules_per_token']:.3g}"
                            for p in phases])]
 
 
 def phase_table(phases: list[dict]) -> Table:
-    t = Table(title="per phase", show_edge=False)
+    t = Table(title="per phase", caption="tok/s ceiling: tokens ÷ one-kernel floor", show_edge=False)
     t.add_column("", no_wrap=True)
     for p in phases:
         t.add_column(p["phase"], justify="right", no_wrap=True)
