@@ -23,6 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from tracekit.load.kineto import CPU_OP_CATEGORIES, GRAPH_LAUNCHES, LAUNCH_CATEGORIES, read_json, trace_events
 from tracekit.errors import TracekitError
@@ -124,17 +125,21 @@ def find_captures(events: list, source: str) -> list[Capture]:
 
 
 def _replay_ids(events: list) -> dict[int, int]:
-    """graph-launch correlation → G of the enclosing tracekit::graph_replay#G range."""
+    """graph-launch correlation → G of the enclosing tracekit::graph_replay#G range (ranges do not nest:
+    the last one on the launch's thread starting at or before it, if it has not ended)."""
     events = _usable(events)
-    marks = [e for e in events if REPLAY_MARK.match(e["name"])]
+    marks: dict = defaultdict(list)
+    for m in sorted((e for e in events if REPLAY_MARK.match(e["name"])), key=lambda m: float(m["ts"])):
+        marks[_tid_key(m)].append(m)
+    starts = {tid: [float(m["ts"]) for m in ms] for tid, ms in marks.items()}
     out = {}
     for e in events:
-        if not (e["name"] in GRAPH_LAUNCHES and e.get("cat") in LAUNCH_CATEGORIES):
+        if not (e["name"] in GRAPH_LAUNCHES and e.get("cat") in LAUNCH_CATEGORIES) or _tid_key(e) not in marks:
             continue
-        t = float(e.get("ts", -1))
-        for m in marks:
-            if m.get("tid") == e.get("tid") and float(m["ts"]) <= t <= float(m["ts"]) + float(m.get("dur", 0)):
-                out[(e.get("args") or {}).get("correlation")] = int(REPLAY_MARK.match(m["name"]).group(1))
+        t, ms = float(e.get("ts", -1)), marks[_tid_key(e)]
+        k = bisect_right(starts[_tid_key(e)], t) - 1
+        if k >= 0 and t <= float(ms[k]["ts"]) + float(ms[k].get("dur", 0)):
+            out[(e.get("args") or {}).get("correlation")] = int(REPLAY_MARK.match(ms[k]["name"]).group(1))
     return out
 
 
@@ -234,6 +239,12 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
     reasons: dict[str, int] = {}
     new_ids: dict[tuple, int] = {}
     notes = Notes()
+    updates: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))     # column → (row labels, values)
+
+    def put(idx, col: str, value) -> None:
+        if col in df.columns:
+            updates[col][0].append(idx)
+            updates[col][1].append(value)
     # a missing kernel_file is NaN in a column holding text (as a pandas string column has it), else None
     no_file = np.nan if "kernel_file" in df.columns and any(isinstance(v, str) for v in df["kernel_file"]) else None
     for corr, rows in replays:
@@ -256,20 +267,19 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
                 continue
             args = op.get("args") if isinstance(op.get("args"), dict) else {}
             clean_op_args(args, notes)                 # the loader checks only the ops its rows use
-            df.at[idx, "op"] = op.get("name")
+            put(idx, "op", op.get("name"))
             for col, key in OP_FIELDS:
-                if col in df.columns:
-                    value = args.get(key)
-                    df.at[idx, col] = no_file if value is None and col == "kernel_file" else value
-            df.at[idx, "op_source"] = "graph_capture"
-            if in_main_trace and "op_rf_id" in df.columns:     # the execution trace knows that op call
+                value = args.get(key)
+                put(idx, col, no_file if value is None and col == "kernel_file" else value)
+            put(idx, "op_source", "graph_capture")
+            if in_main_trace:                          # the execution trace knows that op call
                 rf = args.get("Record function id")
-                df.at[idx, "op_rf_id"] = rf if isinstance(rf, int) and not isinstance(rf, bool) else -1
-            if "op_id" in df.columns:      # one id per (replay, op call): replays must not share
-                df.at[idx, "op_id"] = new_ids.setdefault((corr, id(op)), -2 - len(new_ids))
+                put(idx, "op_rf_id", rf if isinstance(rf, int) and not isinstance(rf, bool) else -1)
+            put(idx, "op_id", new_ids.setdefault((corr, id(op)), -2 - len(new_ids)))   # replays never share
             summary["mapped"] += 1
             got["matched"] += 1
             got["matched_us"] += dur
+    _assign(df, updates)
     trace.warnings.extend(notes.warnings())
     summary["unmapped"] = summary["replayed"] - summary["mapped"]
     every = all(not r["unmatched"] for r in per_step.values())
@@ -283,6 +293,23 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
         trace.warnings.append(f"graph replays: {summary['unmapped']} of {summary['replayed']} replayed rows "
                               f"left unmapped{where}: {detail}")
     return summary
+
+
+def _assign(df, updates: dict[str, tuple[list, list]]) -> None:
+    """Write the mapped values, one column at a time (row-by-row ``df.at`` costs ~60 µs a cell: minutes
+    for hundreds of thousands of replayed kernels), keeping each column's dtype."""
+    for col, (labels, values) in updates.items():
+        pos = df.index.get_indexer(labels)
+        column = df[col]
+        if column.dtype == object or not pd.api.types.is_numeric_dtype(column.dtype):
+            arr = column.to_numpy(dtype=object, copy=True)
+            for p, v in zip(pos.tolist(), values):     # element by element: a value may be a list (shapes)
+                arr[p] = v
+            df[col] = pd.Series(arr, index=df.index, dtype=column.dtype)
+        else:
+            arr = column.to_numpy(copy=True)
+            arr[pos] = values
+            df[col] = arr
 
 
 def _count(step_reasons: dict, reasons: dict, why: str, n: int) -> None:
