@@ -252,3 +252,26 @@ def test_without_steps_or_annotations_each_graph_replay_begins_an_iteration(tmp_
     starts = lambda d, k: sorted(r["start_us"] for r in d["kernels"] if r["step"] == k)      # noqa: E731
     assert [starts(without, k) for k in range(5)] == [starts(with_steps, k + 1) for k in range(5)]
     assert [s["graph_matched"] for s in without["steps"]] == [40] * 5
+
+
+def test_capture_file_names_of_both_engines(tmp_path):
+    """Names only (the files are empty placeholders; nothing reads them here): SGLang's bs_{bs}[_q_{q}]_rank{N},
+    vLLM's graph_capture_rank_{N}.*, SGLang's all-sizes cuda_graph_capture-*-TP-{N}, execution_details.json."""
+    from tracekit.load.capture_dir import capture_files_in
+
+    names = ["bs_1_rank0.json.gz", "bs_8_rank0.json.gz", "bs_8_q_4_rank0.json.gz", "bs_8_rank1.json.gz",
+             "graph_capture_rank_0.1773709679453551615.pt.trace.json.gz", "graph_capture_rank_1.17.pt.trace.json.gz",
+             "cuda_graph_capture-CudaGraphRunner-TP-0.json.gz", "notes.txt"]
+    for n in names:
+        (tmp_path / n).write_bytes(b"")
+    (tmp_path / "execution_details.json").write_text(json.dumps(
+        [{"file": "graph_capture_rank_0.1773709679453551615.pt.trace.json.gz", "batch_size": 512, "mode": "PIECEWISE"}]))
+    files, notes = capture_files_in(tmp_path, 0)
+    got = {f.path.name: (f.rank, f.batch_size, f.mode) for f in files}
+    assert got == {"bs_1_rank0.json.gz": (0, 1, None), "bs_8_rank0.json.gz": (0, 8, None),
+                   "bs_8_q_4_rank0.json.gz": (0, 32, None),           # 8 sequences × 4 query tokens
+                   "graph_capture_rank_0.1773709679453551615.pt.trace.json.gz": (0, 512, "PIECEWISE"),
+                   "cuda_graph_capture-CudaGraphRunner-TP-0.json.gz": (0, None, None)}
+    assert notes == [f"{tmp_path}: 2 capture file(s) of other ranks left out (the trace is rank 0)"]
+    assert {f.path.name for f in capture_files_in(tmp_path, 1)[0]} == {"bs_8_rank1.json.gz",
+                                                                       "graph_capture_rank_1.17.pt.trace.json.gz"}

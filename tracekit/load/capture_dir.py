@@ -7,7 +7,9 @@ a ``capture_traces/`` folder beside the steady-state trace:
   speculative decoding), one file per captured batch size;
 - vLLM ≥ 0.26: ``graph_capture_rank_{N}.{time}.pt.trace.json.gz``, each capture annotated
   ``capture_{size}_{mode}`` (mode FULL or PIECEWISE);
-- either, optionally: ``execution_details.json``, a list of ``{"file", "batch_size", "mode"}``.
+- either, optionally: ``execution_details.json``, a list of ``{"file", "batch_size", "mode"}``;
+- SGLang with ``SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE``: ``graph_capture_profile/
+  cuda_graph_capture-{Runner}-TP-{N}.json.gz``, every captured batch size in one file.
 
 A file whose name carries another rank than the trace's is left out; a name without a rank is kept.
 The batch size and mode of a file come from ``execution_details.json``, else its name; the capture
@@ -25,9 +27,11 @@ import orjson
 from tracekit.errors import TracekitError
 
 FOLDER = "capture_traces"
+FOLDERS = (FOLDER, "graph_capture_profile")
 DETAILS = "execution_details.json"
 SGLANG_NAME = re.compile(r"^bs_(\d+)(?:_q_(\d+))?_rank(\d+)\.json(?:\.gz)?$")
 VLLM_NAME = re.compile(r"^graph_capture_rank_(\d+)\..*\.json(?:\.gz)?$")
+SGLANG_ALL_NAME = re.compile(r"^cuda_graph_capture-.*-TP-(\d+)\.json(?:\.gz)?$")
 TRACE_FILE = re.compile(r"\.json(?:\.gz)?$")
 
 
@@ -42,10 +46,10 @@ class CaptureFile:
 
 
 def default_folder(trace: Path) -> Path | None:
-    """``capture_traces/`` beside a trace file, or inside a bundle or trace folder."""
+    """``capture_traces/`` (else ``graph_capture_profile/``) beside a trace file, or inside a bundle or
+    trace folder."""
     folder = trace if trace.is_dir() else trace.parent
-    found = folder / FOLDER
-    return found if found.is_dir() else None
+    return next((folder / name for name in FOLDERS if (folder / name).is_dir()), None)
 
 
 def _details(folder: Path) -> dict[str, tuple[int | None, str | None]]:
@@ -84,7 +88,7 @@ def capture_files_in(folder: str | Path, rank: int | None) -> tuple[list[Capture
         if m := SGLANG_NAME.match(path.name):
             file_rank = int(m.group(3))
             bs = bs or int(m.group(1)) * int(m.group(2) or 1)        # tokens: sequences × query tokens each
-        elif m := VLLM_NAME.match(path.name):
+        elif m := VLLM_NAME.match(path.name) or SGLANG_ALL_NAME.match(path.name):
             file_rank = int(m.group(1))
         if file_rank is not None and file_rank != want:
             other_ranks += 1
