@@ -275,3 +275,29 @@ def test_capture_file_names_of_both_engines(tmp_path):
     assert notes == [f"{tmp_path}: 2 capture file(s) of other ranks left out (the trace is rank 0)"]
     assert {f.path.name for f in capture_files_in(tmp_path, 1)[0]} == {"bs_8_rank1.json.gz",
                                                                        "graph_capture_rank_1.17.pt.trace.json.gz"}
+
+
+def test_batch_size_then_mode_single_out_a_capture():
+    """SYNTHETIC captures (in memory): CUDA captures name no kernels, so graphs of batch sizes 1 and 8 with
+    the same kernel count both fit a replay; the step's batch size (engine annotation, in tokens) keeps
+    the smallest captured size ≥ it, then the launch count keeps FULL or PIECEWISE."""
+    import pandas as pd
+
+    from tracekit.load.graph_match import Capture, CaptureIndex
+
+    def cap(bs, mode):
+        op = {"name": "aten::mm", "args": {"Input Dims": [[bs, 4096], [4096, 4096]]}}
+        return Capture("caps", None, [("kernel", None, op), ("kernel", None, op)], bs, mode)
+
+    replay = pd.DataFrame({"kind": ["kernel", "kernel"], "name": ["nvjet_a", "nvjet_b"]})
+    one, eight, eight_pw = cap(1, "DECODE"), cap(8, "FULL"), cap(8, "PIECEWISE")
+    index = CaptureIndex([one, eight])
+    assert index.match(replay, None, 5, 1)[0] is eight                # 5 tokens run in the graph of 8
+    assert index.match(replay, None, 1, 1)[0] is one
+    assert index.match(replay, None, None, 1) == (None, "2 captures fit with different ops (the step names no "
+                                                        "batch size)")
+    assert index.match(replay, None, 9, 1) == (None, "2 captures fit with different ops (batch size 9 does not "
+                                                     "single one out)")
+    moded = CaptureIndex([eight, eight_pw])
+    eight_pw.nodes = [("kernel", None, {"name": "aten::addmm", "args": {"Input Dims": [[8, 4096]]}})] * 2
+    assert moded.match(replay, None, 8, 1)[0] is eight and moded.match(replay, None, 8, 3)[0] is eight_pw

@@ -9,7 +9,8 @@ the captures that fit (``graph_replay._pair``):
    id; a replay whose id no capture carries is compared with the captures without one (an engine's);
 2. if fits give different ops, the step's batch size (engine annotation) keeps the captures of the
    smallest captured size ≥ it (the graph an engine pads a batch up to);
-3. then the step's number of graph launches: several → PIECEWISE captures, one → FULL;
+3. then, among vLLM's FULL and PIECEWISE captures, the step's number of graph launches: several →
+   PIECEWISE, one → FULL;
 4. what is still ambiguous stays unmatched, with the reason (no guessing).
 """
 
@@ -119,6 +120,8 @@ def _narrow(fits: list[tuple[Capture, list]], size: int | None, launches: int) -
         target = next((s for s in sizes if s >= size), None)
         if target is not None:
             fits = [(c, p) for c, p in fits if c.batch_size == target]
+    if not all((c.mode or "").upper() in ("FULL", "PIECEWISE") for c, _ in fits):
+        return fits                     # modes only tell vLLM's FULL and PIECEWISE graphs apart
     want = "PIECEWISE" if launches > 1 else "FULL"
     moded = [(c, p) for c, p in fits if (c.mode or "").upper() == want]
     return moded or fits
