@@ -51,6 +51,11 @@ def test_sglang_capture_traces_beside_the_trace_are_found_and_cost_the_replay(sg
     assert all(k["op"] and k["op_source"] == "graph_capture" for k in g)
     assert doc["summary"]["graph_replays"]["mapped"] == 544
     assert doc["summary"]["graph_replays"]["capture_files"] == ["bs_32_rank0.json.gz"]
+    # the capture was recorded with_stack: each launch's innermost "nn.Module: X" frame is its module
+    assert all(k["module"] for k in g)
+    assert g[0]["op"] == "aten::gather" and g[0]["module"] == "VocabParallelEmbedding_0"
+    gemm_modules = {k["module"].rsplit("_", 1)[0] for k in g if k["op"] == "aten::mm"}
+    assert gemm_modules == {"QKVParallelLinear", "RowParallelLinear", "MergedColumnParallelLinear", "LogitsProcessor"}
     step = doc["steps"][0]
     assert (step["graph_replayed"], step["graph_matched"], step["graph_matched_pct"]) == (544, 544, 100.0)
     assert step["graph_unmatched"] == {}

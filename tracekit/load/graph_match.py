@@ -30,6 +30,7 @@ class Capture:
     batch_size: int | None = None       # tokens it was captured for (capture annotation, file name, details)
     mode: str | None = None             # as the engine names it: FULL, PIECEWISE, DECODE...
     first: bool = True                  # the first piece captured for its size (a replay of it begins an iteration)
+    modules: dict = field(default_factory=dict)     # id(op event) → the nn.Module around its launch
 
     def by_kind(self, kind: str) -> list[tuple[str, str | None, dict | None]]:
         return [n for n in self.nodes if n[0] == kind]

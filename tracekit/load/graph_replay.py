@@ -40,6 +40,7 @@ NOT_A_NODE = re.compile(r"GraphLaunch|HostFunc|LaunchHost|Memcpy(To|From)Symbol(
                         r"|Memset(2D|3D)?$|MemcpyWithStream|GetCaptureInfo")
 CAPTURE_MARK = re.compile(r"^tracekit::graph_capture#(\d{1,18})$")
 REPLAY_MARK = re.compile(r"^tracekit::graph_replay#(\d{1,18})$")
+MODULE_FRAME = "nn.Module: "                                    # with_stack: a module's forward frame
 ENGINE_CAPTURE = re.compile(r"^capture_(\d{1,9})_(\w{1,40})$")     # vLLM / SGLang: capture_{size}_{mode}
 OP_FIELDS = (("op_dims", "Input Dims"), ("op_types", "Input type"), ("op_strides", "Input Strides"),
              ("op_concrete", "Concrete Inputs"), ("kernel_file", "kernel_file"))
@@ -81,6 +82,7 @@ def find_captures(events: list, source: str) -> list[Capture]:
     ops: dict = {}
     cpu_ops: list[dict] = []
     sized: list[dict] = []
+    module_frames: list[dict] = []
     for e in sorted(_usable(events), key=lambda e: e["ts"]):
         name, cat = e.get("name") or "", e.get("cat")
         if cat in LAUNCH_CATEGORIES:
@@ -99,11 +101,15 @@ def find_captures(events: list, source: str) -> list[Capture]:
             marks.append(e)
         elif cat == "user_annotation" and ENGINE_CAPTURE.match(name):
             sized.append(e)
+        elif cat == "python_function" and name.startswith(MODULE_FRAME):
+            module_frames.append(e)
     for m in marks:       # a marked capture whose begin/end calls the trace lacks: the mark is the window
         m0, m1 = float(m["ts"]), float(m["ts"]) + float(m.get("dur", 0))
         if not any(b.get("tid") == m.get("tid") and m0 <= float(b["ts"]) <= m1 for b, _ in windows):
             windows.append((m, {"ts": m1}))
     starts = [float(e["ts"]) for e in launches]
+    module_of = {id(e): m["name"][len(MODULE_FRAME):] for e, m in
+                 zip(launches, _innermost_ops(launches, module_frames) if module_frames else []) if m is not None}
     captures = []
     groups_seen: set = set()            # engine annotations (or the file) whose first capture was seen
     for begin, end in sorted(windows, key=lambda w: float(w[0]["ts"])):
@@ -120,7 +126,8 @@ def find_captures(events: list, source: str) -> list[Capture]:
         size = ENGINE_CAPTURE.match(group["name"]).groups() if group is not None else (None, None)
         first = gid is not None or id(group) not in groups_seen    # a graph's first (or only) piece
         groups_seen.add(id(group))
-        captures.append(Capture(source, gid, nodes, int(size[0]) if size[0] else None, size[1], first))
+        modules = {id(op): module_of[id(e)] for e, op in zip(inside, found) if op is not None and id(e) in module_of}
+        captures.append(Capture(source, gid, nodes, int(size[0]) if size[0] else None, size[1], first, modules))
     return captures
 
 
@@ -272,6 +279,7 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
                 value = args.get(key)
                 put(idx, col, no_file if value is None and col == "kernel_file" else value)
             put(idx, "op_source", "graph_capture")
+            put(idx, "module", cap.modules.get(id(op)))
             if in_main_trace:                          # the execution trace knows that op call
                 rf = args.get("Record function id")
                 put(idx, "op_rf_id", rf if isinstance(rf, int) and not isinstance(rf, bool) else -1)

@@ -14,7 +14,7 @@ from tracekit.report.phases import graph_replay_steps, phase_rows, step_phases
 
 KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "fused_ops",
                  "kind", "step", "start_us", "stream", "device", "dtype", "compute_unit", "event_bytes", "launch",
-                 "graph", "op_source", "op_dims", "op_types", "grid", "block", "cost_note"]
+                 "graph", "op_source", "op_dims", "op_types", "grid", "block", "cost_note", "module"]
 
 
 def _clean(value):
