@@ -229,6 +229,8 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
         except TracekitError as exc:
             trace.warnings.append(f"graph capture trace left out: {exc}")
             continue
+        if not found:
+            trace.warnings.append(f"{cf.path}: no graph capture in it (no StreamBeginCapture…EndCapture window)")
         for c in found:
             c.batch_size, c.mode = c.batch_size or cf.batch_size, c.mode or cf.mode
         captures += found
