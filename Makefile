@@ -30,7 +30,7 @@ setup-torch-cpu:
 # torch (CPU) for capture tests, mlx[cpu] (and pydot) for MLX tests, HTA for `tracekit ranks --hta` and the
 # benchmark, Dask distributed for the multi-rank --dask path
 setup-test: setup-torch-cpu
-	$(PIP) -e ".[test,capture,mlx,hta,dask]"
+	$(PIP) -e ".[test,capture,mlx,hta,dask,xlsx]"
 
 # the demo's last line: what the trace means, from the explain JSON (median step)
 define DEMO_SUMMARY

@@ -46,7 +46,8 @@ def import_graph() -> nx.DiGraph:
 def test_import_graph_sees_function_level_imports():
     graph = import_graph()
     assert graph.has_edge("tracekit.cli.explain" if "tracekit.cli.explain" in graph else "tracekit.cli.app",
-                          "tracekit.analyze")                    # imported inside the explain command
+                          "tracekit.api")                        # imported inside the explain command
+    assert graph.has_edge("tracekit.api", "tracekit.analyze")     # inside tracekit.api.load
     assert graph.has_edge("tracekit.capture.session", "tracekit.bundle")
 
 

@@ -101,7 +101,7 @@ def test_markdown_and_text():
     assert "- lost `add+mm+relu`: 1 → 0 kernels/step doing it" in md.stdout
     assert md.stdout.count("<details>") == md.stdout.count("</details>") == 1
     text = run_cli("diff", AUTO1, EAGER1).stdout
-    assert "  - triton_tem_fused_addmm_relu_t_0 (gemm): 1/step, 5.61 us/step" in text
+    assert "  - triton_tem_fused_addmm_relu_t_0 (gemm): 1/step, 5.61 µs/step" in text
 
 
 def test_capture_against_itself_has_no_difference():

@@ -15,6 +15,23 @@ def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_WARNED: set[str] = set()
+
+
+def warn(text: str, limit: int = 500) -> None:
+    """``tracekit: warning: TEXT`` on stderr as one bounded line, once per run (``reset_warnings``)."""
+    line = one_line(text, limit)
+    if line in _WARNED:
+        return
+    _WARNED.add(line)
+    print(f"tracekit: warning: {line}", file=sys.stderr)
+
+
+def reset_warnings() -> None:
+    """Forget the warnings printed so far (each CLI run starts afresh)."""
+    _WARNED.clear()
+
+
 class TracekitError(Exception):
     """Unusable input or usage. The CLI prints ``tracekit: <message>`` on stderr and exits 2.
     The message is always one line (see ``one_line``), whatever trace text it quotes."""

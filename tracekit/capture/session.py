@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tracekit import bundle
 from tracekit.capture.distributed import environment_info, process_group_info
+from tracekit.capture.progress import StepTicker
 from tracekit.errors import TracekitError, say_error
 from tracekit.version import __version__
 
@@ -58,6 +59,7 @@ class Session:
         self._t_first = None
         self.first_call_s = None
         self.graphs: list[dict] = []
+        self._ticker: StepTicker | None = None
         self.script_traces = 0
         self._undo: list = []
         self._hooks: list = []
@@ -97,10 +99,13 @@ class Session:
         self.prof.start()
         self.state = "recording"
         _say(self.quiet, f"recording (steps: {self.steps or 'all'}, warm-up: {self.warmup})")
+        self._ticker = StepTicker(self.quiet, self.steps)          # a live step count, on a terminal only
 
     def _stop(self) -> None:
         if self.state == "recording" and self.prof is not None:
             self.prof.stop()
+        if self._ticker is not None:
+            self._ticker.clear()
         self.state = "done"
 
     # steps ----------------------------------------------------------------------------------------
@@ -125,6 +130,8 @@ class Session:
             self._step_rf.__exit__(None, None, None)
             self._step_rf = None
             self.recorded += 1
+            if self._ticker is not None:
+                self._ticker.tick(self.recorded)
             if self.steps is not None and self.recorded >= self.steps:
                 self._stop()
                 _say(self.quiet, f"recorded {self.recorded} step(s); the script runs on unprofiled")

@@ -15,15 +15,24 @@ import typer
 
 from tracekit.cli import capture, check, diff, ranks
 from tracekit.cli.options import DaskOpt, DeviceOpt, GraphCapturesOpt, NoCacheOpt, SpecOpt, StepMarker, WorkersOpt
-from tracekit.errors import TracekitError
+from tracekit.cli.progress import PROGRESS_BYTES, loading as _loading  # noqa: F401  (tests read them here)
+from tracekit.errors import TracekitError, one_line, reset_warnings
 from tracekit.gcpause import with_collector_paused
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Where the GPU time went: kernels, fusion and roofline floors from profiler traces.")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from tracekit.version import __version__
+        print(f"tracekit {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True, metavar="",
+                                       help="Print tracekit's version and exit")) -> None:
     """Where the GPU time went: kernels, fusion and roofline floors from profiler traces."""
 
 
@@ -38,37 +47,6 @@ class Sort(str, Enum):
     gap = "gap"
     floor = "floor"
     count = "count"
-
-
-PROGRESS_BYTES = 8 << 20     # inputs at least this large on disk get a progress bar (on a TTY)
-
-
-def _loading(trace: str, stream=None):
-    """A transient progress bar on stderr while a large input loads, only when stderr is a terminal
-    (nothing in pipes, files or tests); else a context that does nothing."""
-    import contextlib
-    from pathlib import Path
-
-    stream = stream if stream is not None else sys.stderr
-    p = Path(trace)
-    try:
-        size = sum(f.stat().st_size for f in p.glob("*.json*")) if p.is_dir() else p.stat().st_size
-    except OSError:
-        size = 0
-    if size < PROGRESS_BYTES or not getattr(stream, "isatty", lambda: False)():
-        return contextlib.nullcontext()
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    progress = Progress(TextColumn(f"loading {p.name} ({size / 1e6:.0f} MB)"), BarColumn(), TimeElapsedColumn(),
-                        console=Console(file=stream, markup=False, highlight=False), transient=True)
-
-    @contextlib.contextmanager
-    def bar():
-        with progress:
-            progress.add_task("load", total=None)        # the loader reports no fraction: a pulsing bar
-            yield
-    return bar()
 
 
 class Format(str, Enum):
@@ -88,12 +66,13 @@ def explain(
     device: Optional[str] = DeviceOpt,
     spec: Optional[str] = SpecOpt,
     top: int = typer.Option(15, "--top", min=1, help="Groups shown in the top table (table, markdown)"),
-    by: By = typer.Option(By.kernel, "--by", help="Top table groups by kernel (name, op, shapes), op or category"),
+    by: Optional[By] = typer.Option(None, "--by", help="Top table groups by kernel (name, op, shapes; the default), "
+                                    "op or category; CSV: one row per such group (without --by: per kernel execution)"),
     sort: Sort = typer.Option(Sort.time, "--sort", help="Top table order, largest first: time, gap (time over "
                               "floor), floor or count (per step)"),
     filter: Optional[str] = typer.Option(None, "--filter", help="Top table: only kernels whose name or op matches "
                                          "this regex (Python syntax, searched)"),
-    fusion: bool = typer.Option(False, "--fusion", help="Show the fusion view: kernel chain, intermediates, headroom"),
+    fusion: bool = typer.Option(False, "--fusion/--no-fusion", metavar="", help="Show the fusion view: kernel chain, intermediates, headroom"),
     skip_steps: int = typer.Option(0, "--skip-steps", min=0, help="Leading steps (warm-up, compile) left out of "
                                    "the per-step figures"),
     et: Optional[str] = typer.Option(None, "--et", help="The run's execution trace (et.json[.gz]): exact tensors "
@@ -102,7 +81,11 @@ def explain(
                                        "roofline, timeline, tables, fusion chain) to this file"),
     perfetto: Optional[str] = typer.Option(None, "--perfetto", help="Also write the trace with tracekit's facts in each "
                                            "kernel's args and per-step counters (Perfetto UI); .gz: gzipped"),
-    wide: bool = typer.Option(False, "--wide", help="Table: every column, whatever the terminal's width"),
+    wide: bool = typer.Option(False, "--wide/--no-wide", metavar="", help="Table: every column, whatever the terminal's width"),
+    width: Optional[int] = typer.Option(None, "--width", min=40, help="Table width in columns (default: the "
+                                        "terminal's; piped: $COLUMNS, else 200)"),
+    xlsx: Optional[str] = typer.Option(None, "--xlsx", help="Also write an Excel workbook, one sheet per table "
+                                       "(kernels, ops, categories, steps, devices; needs openpyxl)"),
     devices: Optional[str] = typer.Option(None, "--devices", help="Floors on these devices side by side, e.g. "
                                           "h200,rtx5090,apple-m5-pro (spec ids or files; measured ÷ floor on the "
                                           "trace's own device): docs/compare.md"),
@@ -114,16 +97,16 @@ def explain(
     """Classify every kernel, count kernels per step, and set each against its roofline floor."""
     from pathlib import Path
 
-    from tracekit.analyze import analyze_path
+    from tracekit.api import load
     from tracekit.limits import UserRegex
-    from tracekit.model import cache
     from tracekit.ranks.discover import is_multi_rank
     from tracekit.report.emit import emit
 
     if is_multi_rank(Path(trace)):
         from tracekit.cli.ranks import run_ranks
         single = [name for name, given in (("--html", html), ("--perfetto", perfetto), ("--fusion", fusion),
-                                           ("--et", et), ("--filter", filter), ("--devices", devices)) if given]
+                                           ("--et", et), ("--filter", filter), ("--devices", devices),
+                                           ("--xlsx", xlsx)) if given]
         if single:
             raise TracekitError(f"{trace} holds one trace per rank: {', '.join(single)} applies to one trace "
                                 "(name one rank's trace or folder)")
@@ -133,11 +116,12 @@ def explain(
     if devices is not None:
         from tracekit.cost.multi import parse_devices
         specs = parse_devices(devices)                                             # refused before loading
-    with cache.settings(not no_cache), _loading(trace):
-        results = analyze_path(trace, step_marker=step_marker, device=device, spec=spec, skip=skip_steps,
-                               graph_captures=graph_captures, **({"et": et} if et else {}))
-    emit(results, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
-         by=by.value, sort=sort.value, pattern=pattern, devices=specs if devices is not None else None)
+    with _loading(trace):
+        analysis = load(trace, step_marker=step_marker, device=device, spec=spec, skip_steps=skip_steps,
+                        et=et or None, cache=not no_cache, graph_captures=graph_captures)
+    emit(analysis.traces, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
+         by=(by or By.kernel).value, sort=sort.value, pattern=pattern, devices=specs if devices is not None else None,
+         xlsx=xlsx, width=width, csv_by=by.value if by is not None else None)
 
 
 for command in (capture, check, diff, ranks):
@@ -161,12 +145,31 @@ def run(args: Optional[list[str]] = None) -> int:
     is one line naming the extra that installs it; anything else is one "internal error" line
     (TRACEKIT_DEBUG=1 re-raises it). ``main`` and the in-process test runner both call this.
     """
-    argv = sys.argv[1:] if args is None else [str(a) for a in args]
     try:
-        app(args=argv, prog_name="tracekit")
-    except SystemExit as exc:                     # click ends every run, success included, this way
+        from typer import _click as click          # recent typer vendors its own click
+    except ImportError:
+        import click
+    no_command = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+    argv = sys.argv[1:] if args is None else [str(a) for a in args]
+    reset_warnings()
+    if not argv:                                  # bare `tracekit`: the help, on stdout, status 0
+        argv = ["--help"]
+    try:
+        code = app(args=argv, prog_name="tracekit", standalone_mode=False)
+        return code if isinstance(code, int) else 0
+    except SystemExit as exc:                     # a command that ends with sys.exit
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    except no_command as exc:   # a group without its command: its help, status 0
+        print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        return 0
+    except click.exceptions.ClickException as exc:      # usage: one line, not click's boxed usage text
+        print(f"tracekit: error: {one_line(_usage_message(exc, argv))}", file=sys.stderr)
+        return 2 if isinstance(exc, click.exceptions.UsageError) else exc.exit_code
+    except typer.Abort:
+        print("tracekit: interrupted", file=sys.stderr)
+        return 130
     except TracekitError as exc:
         print(f"tracekit: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -185,6 +188,22 @@ def run(args: Optional[list[str]] = None) -> int:
     except Exception as exc:                      # a bug, or input we did not foresee: still one line
         return _internal_error(exc, argv)
     return 0
+
+
+BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "1", "0"}
+
+
+def _usage_message(exc, argv: list[str]) -> str:
+    """click's message, with the command it concerns and where to read more (``--help``); a flag given a
+    value (``--fusion true``) says how flags are written."""
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else "tracekit"
+    valued = [a for a, b in zip(argv, argv[1:]) if a.startswith("--") and "=" not in a and b.lower() in BOOL_WORDS]
+    forms = {o: [*p.opts, *p.secondary_opts] for p in (ctx.command.params if ctx is not None else [])
+             if getattr(p, "is_flag", False) for o in (*p.opts, *p.secondary_opts)}
+    hint = next((f"; {a} is a flag and takes no value: write {' or '.join(f for f in forms[a] if f.startswith('--'))}"
+                 for a in valued if a in forms), "")
+    return f"{exc.format_message()}{hint} (see '{where} --help')"
 
 
 def _internal_error(exc: BaseException, argv: list[str]) -> int:

@@ -18,10 +18,10 @@ def register(app: typer.Typer) -> None:
                                           "my_device.toml); its stem is the spec id"),
         format: Optional[str] = typer.Option(None, "--format", "-f", help="stdout: table (default with -o), "
                                              "toml (the spec; default without -o) or json"),
-        quick: bool = typer.Option(False, "--quick", help="small sizes, few repeats: seconds, for tests; not roofs"),
+        quick: bool = typer.Option(False, "--quick/--no-quick", metavar="", help="small sizes, few repeats: seconds, for tests; not roofs"),
         spec_id: Optional[str] = typer.Option(None, "--id", help="spec id (default: the -o file's stem)"),
         name: Optional[str] = typer.Option(None, "--name", help="spec name (default: '<device> (measured)')"),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="nothing on stderr but errors"),
+        quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", metavar="", help="nothing on stderr but errors"),
     ) -> None:
         """Measure this machine's roofs (copy bandwidth, matrix rate per dtype, elementwise bandwidth,
         shortest kernel) and write them as a spec file for --spec, beside the datasheet's figures."""

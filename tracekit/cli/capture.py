@@ -18,10 +18,10 @@ def register(app: typer.Typer) -> None:
         steps: Optional[int] = typer.Option(None, "--steps", help="stop profiling after N steps (the script runs on)"),
         warmup: int = typer.Option(0, "--warmup", help="leave the first N steps out of the profile"),
         step_fn: Optional[str] = typer.Option(None, "--step-fn", help="module:function whose every call is one step"),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress or status lines on stderr"),
-        force: bool = typer.Option(False, "--force", help="replace an existing bundle (only tracekit's own files)"),
+        quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", metavar="", help="no progress or status lines on stderr"),
+        force: bool = typer.Option(False, "--force/--no-force", metavar="", help="replace an existing bundle (only tracekit's own files)"),
         execution_trace: bool = typer.Option(True, "--et/--no-et",
-                                             help="also record a PyTorch execution trace (tensor ids, outputs)"),
+                                             metavar="", help="also record a PyTorch execution trace (tensor ids, outputs)"),
         nproc: Optional[int] = typer.Option(None, "--nproc", help="start N processes, one per rank, as "
                                             "`torchrun --nproc-per-node N` would: one bundle per rank in OUT/rankR/"),
         grace: float = typer.Option(30.0, "--grace", help="with --nproc: seconds the other ranks get to end on "

@@ -38,8 +38,8 @@ def register(app: typer.Typer) -> None:
         step_marker: Optional[str] = StepMarker,
         device: Optional[str] = DeviceOpt,
         spec: Optional[str] = SpecOpt,
-        allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch",
-                                                   help="Compare with a baseline from another device (a warning, "
+        allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch/--no-allow-device-mismatch",
+                                                   metavar="", help="Compare with a baseline from another device (a warning, "
                                                         "not an error)"),
         graph_captures: Optional[str] = GraphCapturesOpt,
         no_cache: bool = NoCacheOpt,
@@ -47,7 +47,9 @@ def register(app: typer.Typer) -> None:
         """Check a trace against rules and/or a baseline; exit 1 when a rule or the baseline fails."""
         from tracekit.gate.check import run_check, to_github, to_junit, to_markdown, to_text
         from tracekit.model import cache
-        with cache.settings(not no_cache):
+        from tracekit.cli.progress import loading
+
+        with cache.settings(not no_cache), loading(trace):
             doc = run_check(trace, baseline, rules, tolerance, skip_steps, step_marker, device, spec,
                             allow_device_mismatch=allow_device_mismatch, graph_captures=graph_captures)
         if format is CheckFormat.json:

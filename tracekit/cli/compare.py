@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
         import orjson
 
         from tracekit.cost.devices import load_spec
-        from tracekit.errors import one_line
+        from tracekit.errors import warn
         from tracekit.report.compare import compare_sides, side_doc
         from tracekit.report.compare_view import to_csv, to_markdown, to_text
 
@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
         for path, spec in ((a, spec_a), (b, spec_b)):
             trace = load_one(path, step_marker, spec, skip_steps if not path.endswith(".dot") else 0)
             for w in trace.warnings:
-                print(f"tracekit: warning: {one_line(w, 500)}", file=sys.stderr)
+                warn(w)
             sides.append(side_doc(trace, path))
         doc = compare_sides(*sides)
         if format is CompareFormat.json:

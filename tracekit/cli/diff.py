@@ -26,8 +26,8 @@ def register(app: typer.Typer) -> None:
         a: str = typer.Argument(..., help="Trace, capture bundle or explain JSON (the before side)"),
         b: str = typer.Argument(..., help="Trace, capture bundle or explain JSON (the after side)"),
         format: DiffFormat = typer.Option(DiffFormat.text, "--format", "-f", help="text, json or markdown"),
-        fail_on_regression: bool = typer.Option(False, "--fail-on-regression",
-                                                help="Exit 1 when B has more kernels per step, lost fused ops, "
+        fail_on_regression: bool = typer.Option(False, "--fail-on-regression/--no-fail-on-regression",
+                                                metavar="", help="Exit 1 when B has more kernels per step, lost fused ops, "
                                                      "or kernel time per step up beyond tolerance"),
         tolerance: Optional[str] = typer.Option(None, "--tolerance",
                                                 help="Noise allowance: 0.1 or 10% (time), or time=10%,kernels=0"),
@@ -36,8 +36,8 @@ def register(app: typer.Typer) -> None:
         step_marker: Optional[str] = StepMarker,
         device: Optional[str] = DeviceOpt,
         spec: Optional[str] = SpecOpt,
-        allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch",
-                                                   help="Compare traces from different devices (a warning, "
+        allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch/--no-allow-device-mismatch",
+                                                   metavar="", help="Compare traces from different devices (a warning, "
                                                         "not an error)"),
         graph_captures: Optional[str] = typer.Option(None, "--graph-captures", help="The serving engine's "
                                                      "graph-capture traces of both sides (default: capture_traces/ "
@@ -50,9 +50,13 @@ def register(app: typer.Typer) -> None:
         from tracekit.model import cache
 
         tol = parse_tolerance(tolerance)
+        from tracekit.cli.progress import loading
+
         with cache.settings(not no_cache):
-            sa = load_side(a, step_marker, device, spec, skip_steps, graph_captures)
-            sb = sa if b == a else load_side(b, step_marker, device, spec, skip_steps, graph_captures)  # A A: once
+            with loading(a):
+                sa = load_side(a, step_marker, device, spec, skip_steps, graph_captures)
+            with loading(b):
+                sb = sa if b == a else load_side(b, step_marker, device, spec, skip_steps, graph_captures)  # A A: once
         warn(sa), warn(sb)
         doc = compare(sa, sb, tol, allow_device_mismatch=allow_device_mismatch)
         if format is DiffFormat.json:

@@ -22,12 +22,12 @@ def register(app: typer.Typer) -> None:
         repeats: int = typer.Option(10, "--repeats", help="repeats per scope (median and spread over them)"),
         calls: Optional[int] = typer.Option(None, "--calls", help="calls per continuous repeat (default: ~50 ms)"),
         profile_steps: int = typer.Option(5, "--profile-steps", help="profiled steps, hot and again cold"),
-        profile: bool = typer.Option(True, "--profile/--no-profile", help="kernel time and floor from a short capture"),
-        graph: bool = typer.Option(True, "--graph/--no-graph", help="also try the step under CUDA-graph replay"),
+        profile: bool = typer.Option(True, "--profile/--no-profile", metavar="", help="kernel time and floor from a short capture"),
+        graph: bool = typer.Option(True, "--graph/--no-graph", metavar="", help="also try the step under CUDA-graph replay"),
         floor_us: Optional[float] = typer.Option(None, "--floor-us", help="the step's floor (µs) instead of explain's"),
         device: Optional[str] = typer.Option(None, "--device", help="device spec id for the floor (e.g. h200, cpu)"),
         spec: Optional[str] = typer.Option(None, "--spec", help="device spec file or id for the floor"),
-        energy: bool = typer.Option(True, "--energy/--no-energy", help="J/step and W from NVML (NVIDIA GPUs)"),
+        energy: bool = typer.Option(True, "--energy/--no-energy", metavar="", help="J/step and W from NVML (NVIDIA GPUs)"),
         energy_window: float = typer.Option(2.0, "--energy-window", help="seconds of back-to-back calls (>= 1)"),
         tokens_per_step: Optional[float] = typer.Option(None, "--tokens-per-step", help="tokens one step makes: tok/J, tok/s"),
         reset_args: str = typer.Option("auto", "--reset-args", help="copy tensor arguments back before each call: "
@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         flush_bytes: Optional[int] = typer.Option(None, "--flush-bytes", help="bytes written before each cold "
                                                   "step (default: twice the L2 / largest CPU cache)"),
         keep_trace: Optional[str] = typer.Option(None, "--keep-trace", help="keep the profiled steps' bundle here"),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines or table on stderr"),
+        quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", metavar="", help="no progress lines or table on stderr"),
     ) -> None:
         """Time the script's step in five scopes side by side (kernel hot/cold, continuous, single call,
         end to end, first call) with its floor, and J/step from NVML."""

@@ -7,7 +7,7 @@ StepMarker = typer.Option(None, "--step-marker", help="Regex naming the event th
 DeviceOpt = typer.Option(None, "--device", help="Device spec id to use (e.g. h200), overriding the trace's.")
 SpecOpt = typer.Option(None, "--spec", help="A device spec: a TOML file (e.g. your measured ceilings) or a "
                        "spec id (e.g. h200-measured).")
-NoCacheOpt = typer.Option(False, "--no-cache", help="Read the trace itself, not the normalised table kept from "
+NoCacheOpt = typer.Option(False, "--no-cache/--cache", metavar="", help="Read the trace itself, not the normalised table kept from "
                           "an earlier run (cache: $TRACEKIT_CACHE_DIR, else ~/.cache/tracekit)")
 WorkersOpt = typer.Option(None, "--workers", help="Multi-rank folders: ranks loaded at once on this machine "
                           "(default: one per CPU; 1: one after another in this process)")

@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         workers: Optional[int] = WorkersOpt,
         dask: Optional[str] = DaskOpt,
         no_cache: bool = NoCacheOpt,
-        hta: bool = typer.Option(False, "--hta", help="Add HTA's temporal breakdown and overlap per rank "
+        hta: bool = typer.Option(False, "--hta/--no-hta", metavar="", help="Add HTA's temporal breakdown and overlap per rank "
                                  "(needs the hta extra)"),
         keep: Optional[str] = typer.Option(None, "--keep", help="Keep the per-rank Parquet tables in this folder"),
         skip_steps: int = typer.Option(0, "--skip-steps", min=0, help="Leading steps left out of every rank"),

@@ -9,14 +9,14 @@ the median step (headline numbers, categories) and the mean per step (kernel nam
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from tracekit.errors import TracekitError, one_line
+from tracekit.errors import TracekitError
+from tracekit.errors import warn as say_warning
 from tracekit.ops import lookup
 from tracekit.report.fmt import short_name  # noqa: F401  (check, diff and rules name kernels with it)
 
@@ -197,17 +197,12 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
         warnings += [str(w) for w in doc.get("warnings") or []]
     else:
         from tracekit.analyze import analyze_path
-        from tracekit.report.document import step_table
         traces = analyze_path(p, step_marker=step_marker, device=device, spec=spec, graph_captures=graph_captures)
         if len(traces) != 1:
             raise TracekitError(f"{p}: holds {len(traces)} graphs; check/diff compare one trace at a time")
-        t = traces[0]
-        steps = step_table(t).reindex(columns=STEP_FIELDS)
-        kernels = t.kernels[KERNEL_FIELDS].copy()
-        kernels["fused_ops"] = [f if isinstance(f, list) else [] for f in kernels["fused_ops"]]
-        info = {"device": t.device_name, "spec": t.spec.id if t.spec else None, "step_rule": t.step_rule}
+        steps, kernels, info = _from_trace(traces[0])
         source = "trace"
-        warnings += list(t.warnings)
+        warnings += list(traces[0].warnings)
     kernels["step"] = kernels["step"].astype(int)
     if skip_steps:
         if skip_steps >= len(steps):
@@ -219,9 +214,27 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
                 skipped_steps=skip_steps, warnings=warnings)
 
 
+def _from_trace(t) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    from tracekit.report.document import step_table
+    steps = step_table(t).reindex(columns=STEP_FIELDS)
+    kernels = t.kernels[KERNEL_FIELDS].copy()
+    kernels["fused_ops"] = [f if isinstance(f, list) else [] for f in kernels["fused_ops"]]
+    return steps, kernels, {"device": t.device_name, "spec": t.spec.id if t.spec else None, "step_rule": t.step_rule}
+
+
+def side_of_trace(trace, path: str) -> Side:
+    """An analysed trace (``analyze.analyze_path``; its skipped steps already left out) as a Side."""
+    steps, kernels, info = _from_trace(trace)
+    kernels["step"] = kernels["step"].astype(int)
+    return Side(path=str(path), source="trace", device=info["device"], spec=info["spec"],
+                step_rule=str(info["step_rule"]), steps=steps.reset_index(drop=True),
+                kernels=kernels.reset_index(drop=True), skipped_steps=int(trace.metadata.get("skipped_steps", 0)),
+                warnings=list(trace.warnings))
+
+
 def warn(side: Side) -> None:
     for w in side.warnings:
-        print(f"tracekit: warning: {one_line(w, 500)}", file=sys.stderr)
+        say_warning(w)
 
 
 def fmt_num(x: float | None, digits: int = 1) -> str:

@@ -38,11 +38,30 @@ def run_check(trace: str, baseline: str | None = None, rules_path: str | None = 
         raise TracekitError(f"{rules.path}: [baseline] rules need a baseline (--baseline or [baseline] path)")
     side = load_side(trace, step_marker, device, spec, skip, graph_captures)
     warn(side)
-    results: list[Result] = evaluate(rules, side) if rules else []
+    base = None
     if baseline:
-        from tracekit.gate.diff import compare
         base = load_side(baseline, step_marker, device, spec, skip, graph_captures)
         warn(base)
+    return verdict(side, rules, base, tol, baseline, allow_device_mismatch)
+
+
+def check_side(side, rules=None, base=None, tolerance: str | None = None, allow_device_mismatch: bool = False,
+               baseline_path: str | None = None) -> dict:
+    """``run_check`` on sides already loaded (the Python API): ``rules`` a rules file path or ``Rules``."""
+    rules = load_rules(rules) if rules is not None and not isinstance(rules, Rules) else rules
+    if base is None and rules is None:
+        raise TracekitError("check needs rules, a baseline or both")
+    tol = parse_tolerance(tolerance, {}) if tolerance else None
+    return verdict(side, rules, base, tol, baseline_path or (base.path if base is not None else None),
+                   allow_device_mismatch)
+
+
+def verdict(side, rules: "Rules | None", base, tol: dict | None, baseline: str | None,
+            allow_device_mismatch: bool = False) -> dict:
+    """Every rule evaluated on ``side`` (and against ``base``): the ``--format json`` document."""
+    results: list[Result] = evaluate(rules, side) if rules else []
+    if base is not None:
+        from tracekit.gate.diff import compare
         settings = baseline_settings(rules, tol)
         results += evaluate_baseline(compare(base, side, settings["tol"], allow_device_mismatch), settings)
     if not results:
@@ -50,7 +69,7 @@ def run_check(trace: str, baseline: str | None = None, rules_path: str | None = 
                             "(a gate that checks nothing would pass anything)")
     failed = sum(not r.ok for r in results)
     return {"trace": side.path, "baseline": baseline, "rules": rules.path if rules else None,
-            "steps": len(side.steps), "skipped_steps": skip, "ok": failed == 0,
+            "steps": len(side.steps), "skipped_steps": side.skipped_steps, "ok": failed == 0,
             "passed": len(results) - failed, "failed": failed,
             "results": [{"rule": r.rule, "ok": r.ok, "expected": r.expected, "found": r.found,
                          "kernels": r.kernels, "message": r.line()} for r in results]}

@@ -8,16 +8,15 @@ which lines up the same work compiled or scheduled differently (``cutlass`` vs `
 
 from __future__ import annotations
 
-import sys
 
 import pandas as pd
 
-from tracekit.errors import TracekitError, one_line
+from tracekit.errors import TracekitError, warn
 from tracekit.gate.baseline import Side, fmt_num, short_name
 
 EPS = 1e-9
-PER_STEP = [("kernels", "kernels"), ("kernel_us", "kernel time (us)"), ("floor_us", "floor (us)"),
-            ("gap", "gap (time/floor)"), ("idle_us", "idle (us)"), ("busy_pct", "GPU busy (%)")]
+PER_STEP = [("kernels", "kernels"), ("kernel_us", "kernel time (µs)"), ("floor_us", "floor (µs)"),
+            ("gap", "gap (time/floor)"), ("idle_us", "idle (µs)"), ("busy_pct", "GPU busy (%)")]
 
 
 def side_info(s: Side) -> dict:
@@ -127,7 +126,7 @@ def compare(a: Side, b: Side, tol: dict, allow_device_mismatch: bool = False) ->
     devices are an error unless ``allow_device_mismatch`` (then a warning, as is an unnamed device)."""
     mismatch = device_check(a, b, allow_device_mismatch)
     if mismatch:
-        print(f"tracekit: warning: {one_line(mismatch, 500)}", file=sys.stderr)
+        warn(mismatch)
     per_step = {k: _delta(a.median(k), b.median(k)) for k, _ in PER_STEP}
     ca, cb = a.median_by("category"), b.median_by("category")
     cats = []
@@ -169,8 +168,8 @@ def regressions(doc: dict, tol: dict, by_category: bool = False) -> list[dict]:
     if t["a"] is not None and t["b"] is not None and t["b"] > t["a"] * ratio * (1 + tol["time"]) + EPS:
         worst = [short_name(r.get("name") or r.get("op")) for r in doc["kernels"]["changed"][:3]]
         out.append({"rule": "baseline.kernel_us_per_step",
-                    "expected": f"≤ {fmt_num(t['a'] * ratio, 2)} us × (1 + {tol['time']:.0%})",
-                    "found": f"{fmt_num(t['b'], 2)} us ({t['b'] / t['a']:.2f}×)" if t["a"] else fmt_num(t["b"], 2),
+                    "expected": f"≤ {fmt_num(t['a'] * ratio, 2)} µs × (1 + {tol['time']:.0%})",
+                    "found": f"{fmt_num(t['b'], 2)} µs ({t['b'] / t['a']:.2f}×)" if t["a"] else fmt_num(t["b"], 2),
                     "kernels": worst})
     return out
 
@@ -195,14 +194,14 @@ def _kernel_lines(doc: dict, top: int, md: bool) -> list[str]:
     for tag, rows in (("+", k["added"]), ("-", k["removed"])):
         for r in rows[:top]:
             lines.append(f"  {tag} {b}{short_name(r['name'])}{b} ({r['category']}): {fmt_num(r['count_per_step'], 2)}"
-                         f"/step, {fmt_num(r['us_per_step'], 2)} us/step")
+                         f"/step, {fmt_num(r['us_per_step'], 2)} µs/step")
     for r in k["changed"][:top]:
         lines.append(f"  ~ {b}{short_name(r['name'])}{b}: {fmt_num(r['count_a'], 2)} → {fmt_num(r['count_b'], 2)}"
-                     f"/step, {fmt_num(r['us_a'], 2)} → {fmt_num(r['us_b'], 2)} us/step")
+                     f"/step, {fmt_num(r['us_a'], 2)} → {fmt_num(r['us_b'], 2)} µs/step")
     for r in k["matched_by_op"][:top]:
         lines.append(f"  = {b}{r['op']}{b} ({r['category']}): {len(r['names_a'])} name(s) → {len(r['names_b'])}, "
                      f"{fmt_num(r['count_a'], 2)} → {fmt_num(r['count_b'], 2)}/step, "
-                     f"{fmt_num(r['us_a'], 2)} → {fmt_num(r['us_b'], 2)} us/step "
+                     f"{fmt_num(r['us_a'], 2)} → {fmt_num(r['us_b'], 2)} µs/step "
                      f"({b}{short_name(r['names_a'][0], 40)}{b} → {b}{short_name(r['names_b'][0], 40)}{b})")
     return lines
 
@@ -225,7 +224,7 @@ def to_text(doc: dict, top: int = 10) -> str:
     for key, label in PER_STEP:
         d = doc["per_step"][key]
         lines.append(f"  {label:<20}{fmt_num(d['a'], 2):>14}{fmt_num(d['b'], 2):>14}  {_pct(d)}")
-    lines += ["", "by category (median step): kernels A → B, time A → B (us)"]
+    lines += ["", "by category (median step): kernels A → B, time A → B (µs)"]
     for c in sorted(doc["by_category"], key=lambda c: -abs(c["us_delta"])):
         lines.append(f"  {c['category']:<14}{fmt_num(c['kernels_a'], 2):>9} → {fmt_num(c['kernels_b'], 2):<9}"
                      f"{fmt_num(c['us_a'], 2):>12} → {fmt_num(c['us_b'], 2)}")
@@ -249,7 +248,7 @@ def to_markdown(doc: dict, top: int = 10) -> str:
     lines += md_table(["per step (median)", "A", "B", "delta"], "lrrr",
                       [[label, fmt_num(doc["per_step"][key]["a"], 2), fmt_num(doc["per_step"][key]["b"], 2),
                         _pct(doc["per_step"][key])] for key, label in PER_STEP])
-    lines += [""] + md_table(["category", "kernels/step A", "B", "us/step A", "B"], "lrrrr",
+    lines += [""] + md_table(["category", "kernels/step A", "B", "µs/step A", "B"], "lrrrr",
                              [[md_text(c["category"]), fmt_num(c["kernels_a"], 2), fmt_num(c["kernels_b"], 2),
                                fmt_num(c["us_a"], 2), fmt_num(c["us_b"], 2)]
                               for c in sorted(doc["by_category"], key=lambda c: -abs(c["us_delta"]))])

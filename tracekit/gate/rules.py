@@ -274,7 +274,7 @@ def _max_gap(side: Side, cat: str, limit: float) -> Result:
     ks = k[k["step"] == step]
     by = ks.groupby("name")[["dur_us", "floor_us"]].sum()
     by = by.assign(excess=by["dur_us"] - by["floor_us"]).sort_values("excess", ascending=False).head(3)
-    kernels = [f"{short_name(n, 60)} {r.dur_us / r.floor_us:.1f}× (+{r.excess:.1f} us)" for n, r in by.iterrows()]
+    kernels = [f"{short_name(n, 60)} {r.dur_us / r.floor_us:.1f}× (+{r.excess:.1f} µs)" for n, r in by.iterrows()]
     return Result(rule, bool((gaps <= limit).all()), expected,
                   f"{value:.2f}× in step {_step_name(side, step)}", kernels)
 

@@ -6,6 +6,6 @@ docs/ops.md says how to add an op.
 """
 
 from tracekit.ops import (  # noqa: F401  (each module registers its records)
-    attention, conv, indexing, matmul, memory, mlx, other, pointwise, reduce, vllm)
+    attention, conv, indexing, matmul, memory, mlx, other, pointwise, reduce, serving, serving_gemm, vllm)
 from tracekit.ops.table import FAMILIES, IO, Cost, OpFamily, cost_of, lookup, plain_name  # noqa: F401
 from tracekit.ops.tensors import DTYPES, OpCall, Tensor, broadcast  # noqa: F401

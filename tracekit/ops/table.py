@@ -111,13 +111,27 @@ def register(family: OpFamily) -> OpFamily:
 
 
 def lookup(op: str | None) -> OpFamily | None:
-    """The record of an op name (overload suffixes such as ``aten::add.Tensor`` ignored), or None."""
+    """The record of an op name (overload suffixes such as ``aten::add.Tensor`` ignored, and the call-site
+    number SGLang's profiler appends and FlashInfer's module uri: ``canonical_op``), or None."""
     if not isinstance(op, str):
         return None
     found = _BY_OP.get(op)
     if found is None and "." in op.rpartition("::")[2]:
         found = _BY_OP.get(op.rsplit(".", 1)[0])
+    if found is None and canonical_op(op) != op:
+        found = _BY_OP.get(canonical_op(op))
     return found
+
+
+def canonical_op(op: str) -> str:
+    """The name an op is registered under when the profiler's name carries a part that varies: the
+    call-site number SGLang's profiler appends (``..._ragged_100``), the module uri FlashInfer puts in
+    front (``flashinfer::batch_prefill_with_kv_cache_dtype_q_bf16_..._paged_run``)."""
+    if op.startswith("sglang_profiler::") and op[-1:].isdigit():
+        return op.rstrip("0123456789").rstrip("_")
+    if op.startswith("flashinfer::") and op.endswith("_paged_run"):
+        return "flashinfer::paged_run"
+    return op
 
 
 def plain_name(op: str) -> str:

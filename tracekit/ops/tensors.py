@@ -81,6 +81,7 @@ class OpCall:
     strides: list | None = None
     concrete: list | None = None
     kernel: str = ""        # the kernel name, when the op launched a kernel (hints tf32 etc.)
+    kv_keys: int | None = None  # keys attention reads over the batch, from the engine's step annotation
 
     def tensor(self, i: int) -> Tensor | None:
         """Input ``i`` as a tensor, or None when it is not one (Scalar, None, list)."""

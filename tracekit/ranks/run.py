@@ -9,6 +9,7 @@ worker starts from a clean interpreter). ``workers=1``: in this process. ``dask`
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -16,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from tracekit.errors import TracekitError
+from tracekit.errors import warn as say_warning
 from tracekit.ranks.discover import rank_inputs
 from tracekit.ranks.query import STEPS_FILE, cross_rank
 
@@ -47,11 +49,33 @@ def run_stages(tasks: list[dict], workers: int | None = None, dask=None) -> list
     if dask is not None:
         return _on_dask(tasks, dask)
     n = min(len(tasks), workers or usable_cpus())
-    if n <= 1:
-        return [rank_stage(t) for t in tasks]
-    from concurrent.futures import ProcessPoolExecutor
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(rank_stage, tasks))
+    with ranks_progress(len(tasks)) as done:
+        if n <= 1:
+            return [done(rank_stage(t)) for t in tasks]
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
+            return [done(r) for r in pool.map(rank_stage, tasks)]
+
+
+@contextlib.contextmanager
+def ranks_progress(total: int, stream=None):
+    """A transient "ranks analysed: k/N" bar on stderr, only when stderr is a terminal (nothing in pipes,
+    files or tests); yields ``done(result)``, which counts one rank and hands its result back."""
+    stream = stream if stream is not None else sys.stderr
+    if total < 2 or not getattr(stream, "isatty", lambda: False)():
+        yield lambda r: r
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("ranks analysed"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(file=stream, markup=False, highlight=False), transient=True) as bar:
+        task = bar.add_task("ranks", total=total)
+
+        def done(result):
+            bar.advance(task)
+            return result
+        yield done
 
 
 def _on_dask(tasks: list[dict], dask) -> list[dict]:
@@ -110,4 +134,4 @@ def analyse_ranks(folder: str | Path, step_marker=None, device=None, spec=None, 
 
 def warn(doc: dict) -> None:
     for w in doc.get("warnings", []):
-        print(f"tracekit: warning: {w}", file=sys.stderr)
+        say_warning(w)

@@ -140,13 +140,10 @@ CSV_FIELDS = ["step", "name", "category", "op", "dur_us", "flops", "bytes", "flo
 
 
 def to_csv(traces: list[Trace]) -> str:
-    """One row per kernel; ``phase``: its step's serving phase (prefill, decode, mixed; empty if none)."""
     frames = []
     for g, t in enumerate(traces):
         out = t.kernels[CSV_FIELDS].copy()
         out["fused_ops"] = out["fused_ops"].map(lambda ops: "+".join(ops) if isinstance(ops, list) else "")
-        phase = {k: v["phase"] for k, v in step_phases(t).items()}
-        out["phase"] = out["step"].map(lambda k: phase.get(k) or "")
         if len(traces) > 1:
             out.insert(0, "graph", g)
         frames.append(out)

@@ -3,7 +3,8 @@
 The tables fit the console: columns are kept in a stated priority order while they fit (``STEP_COLUMNS``,
 ``KERNEL_COLUMNS``: the first ones always stay), the kernel name takes the width that is left and is
 shortened to fit (``fmt.compact_name``), and the op, bound, category, dtype and shapes of a dropped column go on
-a second line under the kernel's name. ``wide`` keeps every column (a pipe or file gets 200 columns).
+a second line under the kernel's name. ``wide`` keeps every column; a pipe or file gets explain's ``--width``,
+else $COLUMNS, else 200 columns.
 """
 
 from __future__ import annotations
@@ -139,24 +140,32 @@ def _fit(cells: dict[str, list[str]], order: tuple, always: set, room: int) -> l
     return fit_columns(width, order, always, room)
 
 
-def _console(wide: bool = False) -> Console:
+def _console(wide: bool = False, width: int | None = None) -> Console:
+    """The console tables print on: ``width`` cells when given, else the terminal's width, else (a pipe or
+    a file) $COLUMNS when set, else 200; ``wide``: at least 320."""
     probe = Console()
-    # pipes and files get room for every column (--wide: whatever the terminal); trace text is never markup
-    # ("[/]" in a kernel name) and is not highlighted (rich's highlighter is quadratic in a long name), here
-    # and in the fusion view
-    w = probe.width if probe.is_terminal else 200
+    # trace text is never markup ("[/]" in a kernel name) and is not highlighted (rich's highlighter is
+    # quadratic in a long name), here and in the fusion view
+    w = width or (probe.width if probe.is_terminal else _columns() or 200)
     return Console(width=max(w, 320) if wide else w, markup=False, highlight=False)
+
+
+def _columns() -> int | None:
+    """$COLUMNS as a width, when it is a positive number."""
+    import os
+    v = os.environ.get("COLUMNS", "")
+    return int(v) if v.isdigit() and int(v) > 0 else None
 
 
 def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide: bool = False,
                  docs: list[dict] | None = None, console: Console | None = None, by: str = "kernel",
-                 sort: str = "time", pattern=None) -> None:
+                 sort: str = "time", pattern=None, width: int | None = None) -> None:
     """Header, diagnosis, per-step table and top groups of each trace (``docs``: their explain
     documents with the diagnosis, when the caller has them; ``by``, ``sort``, ``pattern``: as
     ``top_groups``)."""
     from tracekit.report.diagnosis import document
 
-    console = console or _console(wide)
+    console = console or _console(wide, width)
     for gi, trace in enumerate(traces):
         doc = docs[gi] if docs else document(trace)
         spec = trace.spec

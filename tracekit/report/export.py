@@ -1,0 +1,196 @@
+"""Tables for spreadsheets and notebooks: explain's groups (by kernel, op, category) as plain frames,
+CSV that honours ``--by``, and an Excel workbook with one sheet per table (``--xlsx``).
+
+Every text cell that a spreadsheet would read as a formula (it starts with ``=``, ``+``, ``-``, ``@``,
+a tab or a carriage return) is written with a leading ``'`` (``escape_cells``): kernel and op names
+come from the trace, which anyone may have written. Numbers stay numbers.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tracekit.model.trace import Trace
+from tracekit.report.document import CSV_FIELDS, step_table
+from tracekit.report.phases import step_phases
+from tracekit.report.table import BY, top_groups
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+# the group tables' columns (per-step means over the steps' kernels), the first one named by ``by``
+GROUP_COLUMNS = ["count", "dur_us", "floor_us", "gap", "flops", "bytes", "category", "op", "dtype", "bound",
+                 "shapes", "fused_ops"]
+GROUP_KEYS = {"kernel": "name", "op": "op", "category": "category"}
+
+
+def escape_cell(value):
+    """A text cell a spreadsheet would evaluate (``=1+1``, ``-2+3``, ``@SUM(..)``) with a leading ``'``."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
+def escape_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` whose text columns are escaped (``escape_cell``); numeric columns untouched."""
+    out = df.copy()
+    for c in out.columns:
+        if _text(out[c]):
+            out[c] = out[c].map(escape_cell, na_action="ignore")
+    return out
+
+
+def _text(column: pd.Series) -> bool:
+    """A column that may hold text: object, or pandas' string dtypes."""
+    return column.dtype == object or pd.api.types.is_string_dtype(column.dtype)
+
+
+def group_table(trace: Trace, by: str = "kernel") -> pd.DataFrame:
+    """explain's top-table groups, every one of them, as plain columns: ``by`` kernel (name, op,
+    shapes), op or category; ``count``, ``dur_us``, ``floor_us``, ``flops``, ``bytes`` per step (means
+    over the steps), ``gap`` = time over floor where every kernel in the group has one; text columns a
+    group's kernels differ in read ``mixed``. Sorted by time per step, largest first."""
+    if by not in BY:
+        raise ValueError(f"by {by!r}: one of {', '.join(BY)}")
+    g = top_groups(trace, by)
+    key = GROUP_KEYS[by]
+    if g.empty:
+        return pd.DataFrame(columns=[key] + [c for c in GROUP_COLUMNS if c != key])
+    out = pd.DataFrame({
+        key: g["name"].astype(str) if by != "category" else g["category"].astype(str),
+        "count": g["count"].astype(float), "dur_us": g["dur_us"].astype(float),
+        "floor_us": g["floor_us"].astype(float), "gap": g["gap"].astype(float),
+        "flops": g["flops"].astype(float), "bytes": g["bytes"].astype(float),
+        "category": g["category"].astype(str), "op": g["op_name"].astype(str), "dtype": g["dtype_s"].astype(str),
+        "bound": g["bound_s"].astype(str), "shapes": g["shapes"].astype(str), "fused_ops": g["fused"].astype(str)})
+    out = out[[key] + [c for c in GROUP_COLUMNS if c != key]]
+    for c in ("op", "dtype", "bound", "shapes"):          # "-" (none) as an empty cell, not a "-" text
+        if c in out and c != key:
+            out[c] = out[c].where(~out[c].isin(["-", "", "nan", "None"]), None)
+    return out.reset_index(drop=True)
+
+
+def kernel_rows(trace: Trace) -> pd.DataFrame:
+    """One row per kernel execution (explain's CSV columns; fused ops joined with ``+``; ``phase``: its
+    step's serving phase, prefill / decode / mixed, empty where none: docs/serving.md)."""
+    out = trace.kernels[CSV_FIELDS].copy()
+    out["fused_ops"] = out["fused_ops"].map(lambda ops: "+".join(ops) if isinstance(ops, list) else "")
+    phase = {k: v["phase"] for k, v in step_phases(trace).items()}
+    out["phase"] = out["step"].map(lambda k: phase.get(k) or "")
+    return out.reset_index(drop=True)
+
+
+def device_rows(traces: list[Trace]) -> pd.DataFrame:
+    """One row per trace: the device it names and the spec its floors use, with that spec's roofs."""
+    rows = []
+    for g, t in enumerate(traces):
+        s = t.spec
+        row = {"graph": g, "trace": t.path, "device": t.device_name, "spec": s.id if s else None,
+               "spec_name": s.name if s else None, "vendor": s.vendor if s else None,
+               "bandwidth_gbs": s.bandwidth_gbs if s else None, "l2_bytes": s.l2_bytes if s else None,
+               "launch_us": s.launch_us if s else None}
+        for dtype, tflops in sorted((s.peak_tflops if s else {}).items()):
+            row[f"peak_{dtype}_tflops"] = tflops
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _frames(traces: list[Trace], make) -> pd.DataFrame:
+    frames = []
+    for g, t in enumerate(traces):
+        out = make(t)
+        if out is None:                                   # a trace without that table (no module tree)
+            continue
+        if len(traces) > 1:
+            out.insert(0, "graph", g)
+        frames.append(out)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def csv_text(traces: list[Trace], by: str | None = None) -> str:
+    """explain ``--format csv``: one row per kernel execution (``by`` None, the default), one per group
+    ``by`` kernel, op or category, or one per module-tree node (``by`` module, where the trace has one);
+    formula-like text escaped."""
+    if by == "module":                                    # the module tree, where the traces have one
+        table = _frames(traces, _modules_of)
+    else:
+        table = _frames(traces, kernel_rows if by is None else (lambda t: group_table(t, by)))
+    return escape_cells(table).to_csv(index=False) if len(table.columns) else ""
+
+
+def _modules_of(trace: Trace) -> pd.DataFrame | None:
+    """The trace's module tree as a table: its own, else its explain document's; None without one."""
+    found = module_table(trace, None)
+    if found is None:
+        from tracekit.report.diagnosis import document
+        found = module_table(trace, document(trace))
+    return found
+
+
+def workbook_tables(traces: list[Trace], modules: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+    """The sheets of ``--xlsx``, in order: kernels (every execution), ops, categories, steps, devices,
+    and modules when the trace has a module tree."""
+    sheets = {"kernels": _frames(traces, kernel_rows), "ops": _frames(traces, lambda t: group_table(t, "op")),
+              "categories": _frames(traces, lambda t: group_table(t, "category")),
+              "steps": _frames(traces, step_table), "devices": device_rows(traces)}
+    if modules is not None and len(modules):
+        sheets["modules"] = modules
+    return sheets
+
+
+def module_table(trace: Trace, doc: dict | None) -> pd.DataFrame | None:
+    """The module tree of a trace, flattened: the explain document's ``modules`` (top level or in its
+    summary), else the trace's own ``modules`` attribute; None when there is none. A node is a dict; its
+    children are under ``children``; its row keeps its scalar fields and its ``path`` (``a/b/c``)."""
+    doc = doc or {}
+    tree = doc.get("modules")
+    if tree is None:
+        tree = (doc.get("summary") or {}).get("modules")
+    if tree is None:
+        tree = getattr(trace, "modules", None)
+    if tree is None:
+        return None
+    if isinstance(tree, pd.DataFrame):
+        return tree
+    rows: list[dict] = []
+
+    def walk(node, parent: str, depth: int) -> None:
+        if isinstance(node, list):
+            for n in node:
+                walk(n, parent, depth)
+            return
+        if not isinstance(node, dict):
+            return
+        name = str(node.get("name", node.get("path", "?")))
+        path = str(node["path"]) if "path" in node else (f"{parent}/{name}" if parent else name)
+        row = {"path": path, "depth": depth}
+        row.update({k: v for k, v in node.items() if k not in ("children", "path") and not isinstance(v, (list, dict))})
+        rows.append(row)
+        walk(node.get("children") or [], path, depth + 1)
+
+    walk(tree, "", 0)
+    return pd.DataFrame(rows) if rows else None
+
+
+def write_xlsx(sheets: dict[str, pd.DataFrame], path) -> int:
+    """Write each table as a sheet of an .xlsx workbook (openpyxl, the ``xlsx`` extra); its size in bytes."""
+    from pathlib import Path
+
+    try:
+        import openpyxl  # noqa: F401
+    except ModuleNotFoundError:
+        from tracekit.errors import TracekitError
+        raise TracekitError("--xlsx needs openpyxl, which is not installed (pip install 'tracekit[xlsx]')") from None
+    out = Path(path)
+    with pd.ExcelWriter(out, engine="openpyxl") as writer:
+        for name, df in sheets.items():
+            escape_cells(_plain(df)).to_excel(writer, sheet_name=name, index=False)
+    return out.stat().st_size
+
+
+def _plain(df: pd.DataFrame) -> pd.DataFrame:
+    """Cells Excel can hold: lists and dicts as text."""
+    out = df.copy()
+    for c in out.columns:
+        if _text(out[c]):
+            out[c] = out[c].map(lambda v: str(v) if isinstance(v, (list, tuple, dict)) else v, na_action="ignore")
+    return out
