@@ -306,3 +306,12 @@ def test_batch_size_then_mode_single_out_a_capture():
     moded = CaptureIndex([eight, eight_pw])
     eight_pw.nodes = [("kernel", None, {"name": "aten::addmm", "args": {"Input Dims": [[8, 4096]]}})] * 2
     assert moded.match(replay, None, 8, 1)[0] is eight and moded.match(replay, None, 8, 3)[0] is eight_pw
+
+
+def test_the_python_api_takes_graph_captures(tmp_path):
+    import tracekit
+
+    shutil.copy(SGLANG, tmp_path / "decode.json.gz")
+    analysis = tracekit.load(tmp_path / "decode.json.gz", graph_captures=SGLANG_CAPTURE, cache=False)
+    replayed = analysis.kernels[analysis.kernels["graph"]]
+    assert len(replayed) == 544 and (replayed["op_source"] == "graph_capture").all()
