@@ -157,6 +157,13 @@ def test_a_training_step_has_no_phase():
     assert doc["phases"] == [] and all(s["phase"] is None for s in doc["steps"])
 
 
+def test_an_encoder_forward_is_no_prefill():
+    """BERT inference on the H200 (attention over 128-token sequences, no step with one query token): no
+    decode anywhere, so no phase (shapes alone would have called every step a prefill)."""
+    doc = explain_json(H200 / "models2" / "bert_infer")
+    assert doc["phases"] == [] and all(s["phase"] is None for s in doc["steps"])
+
+
 def _synthetic_serving_trace(path: Path) -> Path:
     """SYNTHETIC (written here, not recorded): two SGLang iterations, a prefill of 2 sequences and 10
     tokens then a decode of the same 2, each one aten::mm [tokens, 4096] x [4096, 4096] bf16 kernel."""

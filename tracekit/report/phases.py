@@ -4,7 +4,8 @@ A step's phase and tokens come from the engine's iteration annotation (``load.en
 the trace has one; else from shapes: the tokens are the rows the step's GEMMs multiply (M, the most
 common over its GEMM kernels), the phase is decode when its attention ops take one query token per
 sequence, prefill when they take more (a mixed batch cannot be told from shapes: it needs the
-annotation); a step running backward ops is training and has no phase. Per phase: steps, kernels, kernel time, floor, gap, one-kernel floor, tokens, µs per
+annotation); a step running backward ops is training and has no phase, and a trace without any decode
+step (an encoder's inference, attention benchmarks) has no phases: nothing in it generates tokens. Per phase: steps, kernels, kernel time, floor, gap, one-kernel floor, tokens, µs per
 token and the tokens per second the one-kernel floor would allow; joules per token only where energy
 was measured (a profiler trace holds no energy: null).
 """
@@ -68,6 +69,9 @@ def _shape_phases(df) -> dict[int, dict]:
         phase = None if not q else "decode" if q.most_common(1)[0][0] == 1 else "prefill"
         t = tokens.get(step)
         out[step] = {"phase": phase, "tokens": t.most_common(1)[0][0] if t else None, "source": "shapes"}
+    if not any(v["phase"] == "decode" for v in out.values()):     # no decode step: no generation served here
+        for v in out.values():                                      # (an encoder's forward is no prefill)
+            v["phase"] = None
     return out
 
 
