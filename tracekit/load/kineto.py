@@ -144,8 +144,8 @@ def _steps(step_events: list[tuple], marker, marker_text: str | None) -> tuple[l
         if profiler_steps:
             ordered = profiler_steps
         else:                     # a serving trace: the engine's iterations, of its first family (engine_steps)
-            family = next(f for f, _ in FAMILIES if any(family_of(e[1]) == f for e in ordered))
-            ordered = [e for e in ordered if family_of(e[1]) == family]
+            family = next((f for f, _ in FAMILIES if any(family_of(e[1]) == f for e in ordered)), None)
+            ordered = [e for e in ordered if family is not None and family_of(e[1]) == family]
             rule = f"engine iterations ({family})"
     if not ordered:
         if marker is not None:
