@@ -58,7 +58,7 @@ def test_decode_one_kernel_floor_per_token_is_weights_plus_kv_over_bandwidth():
         10 * (STEP_BYTES[1] + STEP_BYTES[8]) / H200_MEASURED_BW * 1e6 / 90, rel=0.005)
 
 
-def test_mixed_window_reports_prefill_and_decode_in_every_format():
+def test_mixed_window_reports_prefill_and_decode_in_every_format(tmp_path):
     """2 eager prefill iterations (4 × 256 tokens each), then 6 decode iterations at bs 8 and 2 at bs 1."""
     doc = explain_json(MIXED)
     assert doc["summary"]["graph_replays"]["mapped"] == doc["summary"]["graph_replays"]["replayed"] == 8 * 348
@@ -76,6 +76,9 @@ def test_mixed_window_reports_prefill_and_decode_in_every_format():
     csv = run_cli("explain", MIXED, "-f", "csv").stdout.splitlines()
     phases = [row.rsplit(",", 1)[1] for row in csv[1:]]
     assert csv[0].endswith(",phase") and {"prefill", "decode"} <= set(phases)
+    assert run_cli("explain", MIXED, "--html", tmp_path / "r.html", "-f", "json").returncode == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "<h2>Phases</h2>" in page and "<th>prefill</th>" in page.replace(' class="r"', "")
 
 
 def test_the_tracekit_bundle_of_the_same_engine_gives_the_same_phases_from_shapes():
