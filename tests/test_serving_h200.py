@@ -94,3 +94,21 @@ def test_the_tracekit_bundle_of_the_same_engine_gives_the_same_phases_from_shape
     assert (prefill["phase"], prefill["steps"], prefill["tokens"]) == ("prefill", 2, 2048)
     assert (decode["phase"], decode["steps"], decode["tokens"]) == ("decode", 28, 90 + 50)
     assert prefill["source"] == decode["source"] == ["shapes"]
+
+
+def test_without_the_engine_ranges_equal_sized_graphs_stay_unmatched_and_say_why(tmp_path):
+    """The decode window with its vLLM iteration ranges removed: the bs-1 and bs-8 captures both fit every
+    replay (348 kernels each, CUDA names none) and nothing says the batch size, so no replay is guessed."""
+    import gzip
+    import json
+    import shutil
+
+    doc = json.loads(gzip.decompress(DECODE.read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("execute_")]
+    (tmp_path / "decode.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    shutil.copytree(SERVING / "capture_traces", tmp_path / "capture_traces")
+    out = explain_json(tmp_path / "decode.json.gz")
+    (step,) = out["steps"]
+    assert out["summary"]["step_rule"] == "whole trace"
+    assert step["graph_matched"] == 0
+    assert step["graph_unmatched"] == {"2 captures fit with different ops (the step names no batch size)": 6960}
