@@ -322,3 +322,18 @@ def test_the_python_api_takes_graph_captures(tmp_path):
     analysis = tracekit.load(tmp_path / "decode.json.gz", graph_captures=SGLANG_CAPTURE, cache=False)
     replayed = analysis.kernels[analysis.kernels["graph"]]
     assert len(replayed) == 544 and (replayed["op_source"] == "graph_capture").all()
+
+
+def test_ranks_gives_each_rank_its_capture_files(tmp_path):
+    run, caps = tmp_path / "run", tmp_path / "caps"
+    run.mkdir(), caps.mkdir()
+    for name in ("rank0.json.gz", "rank1.json.gz"):        # the same rank-0 trace twice: two rows
+        shutil.copy(SGLANG, run / name)
+    shutil.copy(SGLANG_CAPTURE, caps / "bs_32_rank0.json.gz")
+    with_caps = run_cli("ranks", run, "--graph-captures", caps, "--workers", "1", "-f", "json")
+    without = run_cli("ranks", run, "--workers", "1", "-f", "json")
+    assert with_caps.returncode == without.returncode == 0
+    assert "left unmapped" not in with_caps.stderr and "544 of 544 replayed rows left unmapped" in without.stderr
+    gemm_share = _kernel_time_share(SGLANG, "Cijk_")          # the replay's GEMMs now have floors
+    assert all(r["covered_us"] >= gemm_share / 100 * r["kernel_us"] for r in json.loads(with_caps.stdout)["ranks"])
+    assert all(r["covered_us"] < 0.02 * r["kernel_us"] for r in json.loads(without.stdout)["ranks"])
