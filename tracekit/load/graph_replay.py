@@ -250,8 +250,11 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
     notes = Notes()
     updates: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))     # column → (row labels, values)
 
+    columns = set(df.columns)
+    cleaned: set[int] = set()          # op events whose args were checked (replays of one graph share them)
+
     def put(idx, col: str, value) -> None:
-        if col in df.columns:
+        if col in columns:
             updates[col][0].append(idx)
             updates[col][1].append(value)
     # a missing kernel_file is NaN in a column holding text (as a pandas string column has it), else None
@@ -275,7 +278,9 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
                 _count(got["unmatched"], reasons, "capture node without op (or copy/memset count differs)", 1)
                 continue
             args = op.get("args") if isinstance(op.get("args"), dict) else {}
-            clean_op_args(args, notes)                 # the loader checks only the ops its rows use
+            if id(op) not in cleaned:                  # the loader checks only the ops its rows use
+                clean_op_args(args, notes)
+                cleaned.add(id(op))
             put(idx, "op", op.get("name"))
             for col, key in OP_FIELDS:
                 value = args.get(key)
