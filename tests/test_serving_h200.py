@@ -112,3 +112,10 @@ def test_without_the_engine_ranges_equal_sized_graphs_stay_unmatched_and_say_why
     assert out["summary"]["step_rule"] == "whole trace"
     assert step["graph_matched"] == 0
     assert step["graph_unmatched"] == {"2 captures fit with different ops (the step names no batch size)": 6960}
+
+
+def test_the_python_api_has_the_phases():
+    import tracekit
+
+    phases = tracekit.load(MIXED, cache=False).phases
+    assert list(phases["phase"]) == ["prefill", "decode"] and list(phases["tokens"]) == [2048, 50]

@@ -119,6 +119,13 @@ class Analysis:
         return self._stack(step_table)
 
     @property
+    def phases(self) -> pd.DataFrame:
+        """A serving trace's phases (prefill, decode, mixed), one row each: explain's JSON ``phases``
+        (steps, kernels, time, floors, tokens, per-token figures; docs/serving.md); empty without phases."""
+        frames = iter([pd.DataFrame(d.get("phases") or []) for d in self.documents])
+        return self._stack(lambda _: next(frames))        # _stack calls it once per trace, in order
+
+    @property
     def modules(self) -> pd.DataFrame | None:
         """The module tree as a flat table, one row per node (``path``: its place in the tree; the node's
         own figures as columns), or None when the trace has none (no nn.Module events in it)."""
