@@ -276,8 +276,9 @@ def test_capture_file_names_of_both_engines(tmp_path):
              "cuda_graph_capture-CudaGraphRunner-TP-0.json.gz", "notes.txt"]
     for n in names:
         (tmp_path / n).write_bytes(b"")
+    vllm_file = "graph_capture_rank_0.1773709679453551615.pt.trace.json.gz"
     (tmp_path / "execution_details.json").write_text(json.dumps(
-        [{"file": "graph_capture_rank_0.1773709679453551615.pt.trace.json.gz", "batch_size": 512, "mode": "PIECEWISE"}]))
+        [{"file": vllm_file, "batch_size": 512, "mode": "PIECEWISE"}]))
     files, notes = capture_files_in(tmp_path, 0)
     got = {f.path.name: (f.rank, f.batch_size, f.mode) for f in files}
     assert got == {"bs_1_rank0.json.gz": (0, 1, None), "bs_8_rank0.json.gz": (0, 8, None),

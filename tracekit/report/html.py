@@ -118,9 +118,9 @@ def html_section(trace: Trace, doc: dict, graph: int | None = None, devices: dic
     if line := graph_replay_line(trace):
         out.append(f'<p class="note" id="graph-replays">{_e(line)}</p>')
     if doc.get("phases"):                      # serving: the phases side by side (docs/serving.md)
+        rows = [[name, *cells] for name, cells in phase_cells(doc["phases"])]
         out.append("<h2>Phases</h2><p class=\"note\">tok/s ceiling: tokens ÷ one-kernel floor; J/token: n/a, a "
-                   "trace holds no energy.</p>" + _table(["", *(p["phase"] for p in doc["phases"])],
-                                                         [[name, *cells] for name, cells in phase_cells(doc["phases"])]))
+                   "trace holds no energy.</p>" + _table(["", *(p["phase"] for p in doc["phases"])], rows))
     pts, flat = plotted(groups)
     missing = groups[~groups.index.isin(pts.index) & ~groups.index.isin(flat.index)] if len(groups) else groups
     miss_us = float(missing["dur_us"].fillna(0).sum()) if len(missing) else 0.0

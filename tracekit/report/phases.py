@@ -5,9 +5,11 @@ the trace has one; else from shapes: the tokens are the rows the step's GEMMs mu
 common over its GEMM kernels), the phase is decode when its attention ops take one query token per
 sequence, prefill when they take more (a mixed batch cannot be told from shapes: it needs the
 annotation); a step running backward ops is training and has no phase, and a trace without any decode
-step (an encoder's inference, attention benchmarks) has no phases: nothing in it generates tokens. Per phase: steps, kernels, kernel time, floor, gap, one-kernel floor, tokens, µs per
-token and the tokens per second the one-kernel floor would allow; joules per token only where energy
-was measured (a profiler trace holds no energy: null).
+step (an encoder's inference, attention benchmarks) has no phases: nothing in it generates tokens.
+
+Per phase: steps, kernels, kernel time, floor, gap, one-kernel floor, tokens, µs per token and the
+tokens per second the one-kernel floor would allow; joules per token only where energy was measured
+(a profiler trace holds no energy: null).
 """
 
 from __future__ import annotations
