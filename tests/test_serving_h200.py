@@ -119,3 +119,26 @@ def test_the_python_api_has_the_phases():
 
     phases = tracekit.load(MIXED, cache=False).phases
     assert list(phases["phase"]) == ["prefill", "decode"] and list(phases["tokens"]) == [2048, 50]
+
+
+def test_without_graph_ids_a_steps_eager_ops_tell_which_graph_it_replayed(tmp_path):
+    """The tracekit bundle with its tracekit::graph_replay ranges removed (a user's own profiler of a plain
+    CUDAGraph engine would have none): both captures fit every replay (348 kernels, no names). Each
+    ProfilerStep holds one replay, and its eager ops (the input copied in, the argmax of the logits)
+    lead with the batch size; the captures' own GEMM rows say theirs (8 and 1): each replay gets its own."""
+    import gzip
+    import json
+    import shutil
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(BUNDLE, bundle)
+    doc = json.loads(gzip.decompress((bundle / "trace.json.gz").read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"]
+                          if not str(e.get("name", "")).startswith("tracekit::graph_replay#")]
+    (bundle / "trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    bare, marked = explain_json(bundle), explain_json(BUNDLE)
+    assert bare["summary"]["graph_replays"]["mapped"] == bare["summary"]["graph_replays"]["replayed"] == 28 * 348
+    assert [s["tokens"] for s in bare["steps"]] == [s["tokens"] for s in marked["steps"]]
+    for s in bare["steps"]:
+        if s["phase"] == "decode":
+            assert _gemm_rows(bare, s["step"]) == {s["tokens"]}

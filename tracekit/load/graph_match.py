@@ -8,7 +8,9 @@ the captures that fit (``graph_replay._pair``):
 1. the graph id, where the trace records it (``tracekit::graph_replay#G``), picks the capture of that
    id; a replay whose id no capture carries is compared with the captures without one (an engine's);
 2. if fits give different ops, the step's batch size (engine annotation) keeps the captures of the
-   smallest captured size ≥ it (the graph an engine pads a batch up to);
+   smallest captured size ≥ it (the graph an engine pads a batch up to); a step without one that holds
+   one replay keeps the captures of the one captured size among the leading dims of its eager ops
+   (the inputs copied in, the sampled logits: ``eager_sizes``);
 3. then, among vLLM's FULL and PIECEWISE captures, the step's number of graph launches: several →
    PIECEWISE, one → FULL;
 4. what is still ambiguous stays unmatched, with the reason (no guessing).
@@ -16,8 +18,10 @@ the captures that fit (``graph_replay._pair``):
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+
+from tracekit.load.engine_steps import gemm_tokens
 
 
 @dataclass
@@ -66,6 +70,24 @@ def _signature(ops: list[dict | None]) -> list:
     return [None if op is None else (op.get("name"), repr((op.get("args") or {}).get("Input Dims"))) for op in ops]
 
 
+def captured_size(cap: Capture) -> int | None:
+    """The tokens a capture was made for, from its GEMMs' rows (the most common), when nothing names it."""
+    rows = Counter(m for _, _, op in cap.nodes if op is not None
+                   and (m := gemm_tokens(op.get("name"), (op.get("args") or {}).get("Input Dims"))) is not None)
+    return rows.most_common(1)[0][0] if rows else None
+
+
+def eager_sizes(df, graph_rows) -> dict[int, frozenset]:
+    """step → the leading dims of its eager (not replayed) ops' first inputs."""
+    out: dict[int, set] = {}
+    eager = df.loc[df.index.difference(graph_rows)]
+    for step, dims in zip(eager["step"].tolist(), eager["op_dims"].tolist()):
+        if isinstance(dims, (list, tuple)) and dims and isinstance(dims[0], (list, tuple)) and dims[0] \
+                and isinstance(dims[0][0], int) and not isinstance(dims[0][0], bool):
+            out.setdefault(step, set()).add(dims[0][0])
+    return {k: frozenset(v) for k, v in out.items()}
+
+
 class CaptureIndex:
     """Captures by (kernel count, name multiset or None when the capture does not name its kernels)."""
 
@@ -84,17 +106,18 @@ class CaptureIndex:
         return [c for c, key in self.by_count.get(n_kernels, []) if (key is None or key == names_key)
                 and (c.gid == gid if by_id else gid is None or c.gid is None)]
 
-    def match(self, replay, gid: int | None, size: int | None, launches: int) -> tuple:
-        """(capture, ops per row) or (None, reason) for one replay's rows (a DataFrame slice)."""
+    def match(self, replay, gid: int | None, size: int | None, launches: int, hints: frozenset = frozenset()) -> tuple:
+        """(capture, ops per row) or (None, reason) for one replay's rows (a DataFrame slice). ``hints``:
+        the leading dims of the step's eager ops, for a step whose batch size no annotation gives."""
         kinds, names = tuple(replay["kind"]), tuple(replay["name"])
         kernel_names = [n for k, n in zip(kinds, names) if k == "kernel"]
         names_key = hash(tuple(sorted(kernel_names)))
-        memo_key = (kinds, names, gid, size, launches > 1)
+        memo_key = (kinds, names, gid, size, launches > 1, hints)
         if memo_key not in self.memo:
-            self.memo[memo_key] = self._match(replay, len(kernel_names), names_key, gid, size, launches)
+            self.memo[memo_key] = self._match(replay, len(kernel_names), names_key, gid, size, launches, hints)
         return self.memo[memo_key]
 
-    def _match(self, replay, n_kernels: int, names_key: int, gid, size, launches) -> tuple:
+    def _match(self, replay, n_kernels: int, names_key: int, gid, size, launches, hints) -> tuple:
         pool = self.candidates(n_kernels, names_key, gid)
         fits = [(c, p) for c in pool if (p := _pair(replay, c)) is not None]
         if not fits:
@@ -105,15 +128,17 @@ class CaptureIndex:
             if gid in self.gids and not any(c.gid == gid for c, _ in self.by_count[n_kernels]):
                 return None, f"graph #{gid} was captured with another kernel count"
             return None, f"kernel names differ from every capture of {n_kernels} kernels"
-        fits = _narrow(fits, size, launches)
+        fits = _narrow(fits, size, launches, hints)
         if len({repr(_signature(p)) for _, p in fits}) > 1:
             why = "the step names no batch size" if size is None else f"batch size {size} does not single one out"
             return None, f"{len(fits)} captures fit with different ops ({why})"
         return fits[0]
 
 
-def _narrow(fits: list[tuple[Capture, list]], size: int | None, launches: int) -> list[tuple[Capture, list]]:
-    """Fits giving different ops narrowed by batch size, then by mode; unchanged when a rule keeps none."""
+def _narrow(fits: list[tuple[Capture, list]], size: int | None, launches: int,
+            hints: frozenset = frozenset()) -> list[tuple[Capture, list]]:
+    """Fits giving different ops narrowed by batch size (else by the one captured size the step's eager
+    ops show), then by mode; unchanged when a rule keeps none."""
     if len({repr(_signature(p)) for _, p in fits}) <= 1:
         return fits
     sizes = sorted({c.batch_size for c, _ in fits if c.batch_size is not None})
@@ -121,6 +146,8 @@ def _narrow(fits: list[tuple[Capture, list]], size: int | None, launches: int) -
         target = next((s for s in sizes if s >= size), None)
         if target is not None:
             fits = [(c, p) for c, p in fits if c.batch_size == target]
+    elif size is None and len(shown := set(sizes) & hints) == 1:
+        fits = [(c, p) for c, p in fits if c.batch_size in shown]
     if not all((c.mode or "").upper() in ("FULL", "PIECEWISE") for c, _ in fits):
         return fits                     # modes only tell vLLM's FULL and PIECEWISE graphs apart
     want = "PIECEWISE" if launches > 1 else "FULL"

@@ -30,7 +30,7 @@ from tracekit.errors import TracekitError
 from tracekit.load.capture_dir import CaptureFile
 from tracekit.load.engine_steps import parse
 from tracekit.load.fields import ID_KEYS, Notes, clean_op_args, number
-from tracekit.load.graph_match import Capture, CaptureIndex
+from tracekit.load.graph_match import Capture, CaptureIndex, captured_size, eager_sizes
 from tracekit.model.trace import Trace
 
 BEGIN_CAPTURE = re.compile(r"^(cuda|hip|cu)StreamBeginCapture")
@@ -235,6 +235,8 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
             c.batch_size, c.mode = c.batch_size or cf.batch_size, c.mode or cf.mode
         captures += found
         files.append(cf.path.name)
+    for c in captures:
+        c.batch_size = c.batch_size or captured_size(c)
     summary["captures"] = len(captures)
     replay_gid = _replay_ids(events)
     index = CaptureIndex(captures)
@@ -243,6 +245,7 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
     launches = defaultdict(int)
     for _, rows in replays:
         launches[int(rows["step"].iat[0])] += 1
+    hints = eager_sizes(df, graph_rows)
     per_step: dict[int, dict] = {}
     firsts: list[float] = []            # device start of each replay of a graph's first piece
     reasons: dict[str, int] = {}
@@ -266,7 +269,8 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
         got["replays"] += 1
         got["replayed"] += len(rows)
         got["replayed_us"] += float(rows["dur_us"].sum())
-        cap, found = index.match(rows, replay_gid.get(corr), sizes.get(step), launches[step])
+        hint = hints.get(step, frozenset()) if step >= 0 and launches[step] == 1 else frozenset()
+        cap, found = index.match(rows, replay_gid.get(corr), sizes.get(step), launches[step], hint)
         if cap is None:
             _count(got["unmatched"], reasons, found, len(rows))
             continue

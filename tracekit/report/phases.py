@@ -14,15 +14,12 @@ tokens per second the one-kernel floor would allow; joules per token only where 
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
-from tracekit.load.engine_steps import parse
+from tracekit.load.engine_steps import gemm_tokens, parse
 from tracekit.model.trace import Trace
 
 PHASES = ("prefill", "decode", "mixed", "unknown")
-# GEMM op → which input is the activation (its leading dims are the tokens)
-GEMM_INPUT = {"aten::mm": 0, "aten::addmm": 1, "aten::linear": 0, "aten::matmul": 0, "aten::_scaled_mm": 0}
 # attention op → (query input index, the query-length dim within it)
 ATTENTION_Q = {"aten::scaled_dot_product_attention": (0, 2), "aten::_scaled_dot_product_flash_attention": (0, 2),
                "aten::_scaled_dot_product_efficient_attention": (0, 2),
@@ -61,8 +58,8 @@ def _shape_phases(df) -> dict[int, dict]:
     for step, op, dims in zip(df["step"].tolist(), df["op"].tolist(), df["op_dims"].tolist()):
         if isinstance(op, str) and "backward" in op:
             training.add(step)
-        elif op in GEMM_INPUT and (a := _dims(dims, GEMM_INPUT[op])) is not None and len(a) >= 2:
-            tokens.setdefault(step, Counter())[math.prod(a[:-1])] += 1
+        elif (m := gemm_tokens(op, dims)) is not None:
+            tokens.setdefault(step, Counter())[m] += 1
         elif op in ATTENTION_Q and (q := _dims(dims, ATTENTION_Q[op][0])) is not None and len(q) == 4:
             queries.setdefault(step, Counter())[q[ATTENTION_Q[op][1]]] += 1
     out = {}
