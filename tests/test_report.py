@@ -338,8 +338,10 @@ def test_markdown_has_the_diagnosis_the_steps_and_the_top_kernels():
     tables = [line for line in md.splitlines() if line.startswith("|")]
     top = [line for line in tables if line.startswith("| `")]
     assert len(top) == 10
+    phases = len(doc["phases"])                                   # the per-phase table: a label + one per phase
+    assert phases == 1
     for line in tables:                                           # every row has its table's column count
-        assert len(re.findall(r"(?<!\\)\|", line)) in (5, 6, 9)
+        assert len(re.findall(r"(?<!\\)\|", line)) in (5, 6, 9, 2 + phases)
 
 
 # ---- explain --by / --sort / --filter (issue 12 item 4) ----------------------------------------------

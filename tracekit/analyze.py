@@ -14,8 +14,10 @@ from tracekit import bundle
 from tracekit.fusion.exact import join_execution_trace
 from tracekit.load.execution_trace import fill_tensor_lists, read_execution_trace
 from tracekit.fusion.names import KernelSources, annotate_fusion
+from tracekit.load.capture_dir import DETAILS, TRACE_FILE, CaptureFile, capture_files_in, default_folder
 from tracekit.load.collectives import collective_rows, world_size
 from tracekit.load.graph_replay import capture_files, map_graph_kernels
+from tracekit.load.iterations import split_by_graph_iterations
 from tracekit.load.kineto import load_trace, resolve_trace_path
 from tracekit.load.twins import adopt_twins
 from tracekit.model import cache
@@ -97,10 +99,12 @@ def _mlx_spec(trace: Trace):
     return found
 
 
-def normalise(trace: Trace, bundle_dir: Path | None = None) -> Trace:
-    """The stages that depend on the trace (and its bundle's graph captures) alone, in place: twins,
-    category, each communication kernel's collective, graph replays mapped to their capture ops. What
-    this leaves is what the cache keeps (model.cache)."""
+def normalise(trace: Trace, bundle_dir: Path | None = None, captures: Path | None = None,
+              named: bool = False) -> Trace:
+    """The stages that depend on the trace (and its bundle's graph captures, and ``captures``: an
+    engine's capture-trace folder or file) alone, in place: twins, category, each communication
+    kernel's collective, graph replays mapped to their capture ops (``named``: the user named the
+    captures: say so when the trace replays no graph). What this leaves is what the cache keeps."""
     if trace.normalised:
         return trace
     df = trace.kernels
@@ -114,10 +118,35 @@ def normalise(trace: Trace, bundle_dir: Path | None = None) -> Trace:
         df.insert(KERNEL_COLUMNS.index("collective"), "collective", None)
     df["collective"] = collective_rows(df, trace.path, world_size(trace.metadata), trace.source_events)
     if df["graph"].any():
-        map_graph_kernels(trace, bundle_dir)
+        map_graph_kernels(trace, bundle_dir, _capture_sources(trace, captures))
+        split_by_graph_iterations(trace)         # a serving trace with no steps: its engine iterations
+    elif captures is not None and named:
+        trace.warnings.append(f"--graph-captures {captures}: the trace replays no CUDA/HIP graph; not used")
     _none_for_nan(trace.kernels)
     trace.normalised = True
     return trace
+
+
+def _capture_sources(trace: Trace, captures: Path | None) -> list:
+    """The capture traces of ``captures`` for the trace's rank (a file: itself), notes in warnings."""
+    if captures is None:
+        return []
+    if captures.is_file():
+        return [CaptureFile(captures)]
+    info = trace.metadata.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    files, notes = capture_files_in(captures, rank if isinstance(rank, int) and not isinstance(rank, bool) else None)
+    trace.warnings.extend(notes)
+    return files
+
+
+def capture_key_files(captures: Path | None) -> list[Path]:
+    """Every file a capture folder's mapping may read (all ranks: the rank is known only once loaded)."""
+    if captures is None:
+        return []
+    if captures.is_file():
+        return [captures]
+    return sorted(p for p in captures.iterdir() if p.is_file() and (TRACE_FILE.search(p.name) or p.name == DETAILS))
 
 
 def _none_for_nan(df) -> None:
@@ -161,10 +190,13 @@ def _join_et(trace: Trace, df, et: Path, sources: KernelSources, et_data=None) -
 
 
 def analyze_path(path: str | Path, step_marker: str | None = None, device: str | None = None,
-                 spec: str | None = None, et: str | Path | None = None, skip: int = 0) -> list[Trace]:
+                 spec: str | None = None, et: str | Path | None = None, skip: int = 0,
+                 graph_captures: str | Path | None = None) -> list[Trace]:
     """Everything ``explain`` shows, for a trace file, a capture bundle or an MLX graph. ``et``: the
     execution trace of the same run (default: the bundle's et.json.gz, when there is one); ``skip``:
-    leading steps (warm-up, compile) left out of the per-step figures."""
+    leading steps (warm-up, compile) left out of the per-step figures; ``graph_captures``: a serving
+    engine's capture traces (a folder, or one file; default: a ``capture_traces/`` folder beside the
+    trace, load.capture_dir)."""
     p = Path(path)
     if not p.exists():
         raise TracekitError(f"{p}: no such file or folder")
@@ -176,8 +208,11 @@ def analyze_path(path: str | Path, step_marker: str | None = None, device: str |
     found = Path(et) if et is not None else execution_trace_of(p)
     if found is not None and not found.exists():
         raise TracekitError(f"{found}: no such execution trace file")
+    if graph_captures is not None and not Path(graph_captures).exists():
+        raise TracekitError(f"--graph-captures {graph_captures}: no such file or folder")
+    captures = Path(graph_captures) if graph_captures is not None else default_folder(p)
     bundle_dir = bundle_dir_of(p)
-    trace = skip_steps(load_normalised(p, step_marker, bundle_dir), skip)
+    trace = skip_steps(load_normalised(p, step_marker, bundle_dir, captures, graph_captures is not None), skip)
     if found is None:
         lost = _missing_execution_trace(p)
         if lost:
@@ -200,12 +235,14 @@ def _missing_execution_trace(path: Path) -> str | None:
             "are estimates (tensors matched by size and dtype), not exact")
 
 
-def load_normalised(path: Path, step_marker: str | None = None, bundle_dir: Path | None = None) -> Trace:
+def load_normalised(path: Path, step_marker: str | None = None, bundle_dir: Path | None = None,
+                    captures: Path | None = None, named: bool = False) -> Trace:
     """The trace at ``path`` loaded and normalised, from the cache when it holds it (model.cache)."""
     trace_file = resolve_trace_path(path)
-    k = cache.key(trace_file, step_marker, capture_files(bundle_dir)) if cache.folder() is not None else None
+    extra = [*capture_files(bundle_dir), *capture_key_files(captures)]
+    k = cache.key(trace_file, step_marker, extra) if cache.folder() is not None else None
     trace = cache.read(k, str(trace_file))
     if trace is None:
-        trace = normalise(load_trace(trace_file, step_marker), bundle_dir)
+        trace = normalise(load_trace(trace_file, step_marker), bundle_dir, captures, named)
         cache.write(k, trace)
     return trace

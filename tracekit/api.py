@@ -16,10 +16,11 @@ from tracekit.model.trace import Trace
 
 
 def load(path, step_marker: str | None = None, device: str | None = None, spec: str | None = None,
-         et=None, skip_steps: int = 0, cache: bool = True) -> "Analysis":
+         et=None, skip_steps: int = 0, cache: bool = True, graph_captures=None) -> "Analysis":
     """Analyse a trace file, capture bundle, multi-rank folder or MLX graph as ``tracekit explain`` does.
 
-    ``step_marker``, ``device``, ``spec``, ``et``, ``skip_steps`` are explain's options of those names;
+    ``step_marker``, ``device``, ``spec``, ``et``, ``skip_steps``, ``graph_captures`` (a serving engine's
+    capture traces, docs/serving.md) are explain's options of those names;
     ``cache=False`` reads the trace itself rather than the normalised table kept from an earlier run.
     Unusable input raises ``TracekitError`` (the message the CLI prints)."""
     from tracekit.analyze import analyze_path
@@ -28,6 +29,8 @@ def load(path, step_marker: str | None = None, device: str | None = None, spec: 
 
     p = Path(path)
     options = {"step_marker": step_marker, "device": device, "spec": spec, "skip": skip_steps}
+    if graph_captures is not None:
+        options["graph_captures"] = graph_captures
     with table_cache.settings(cache):
         if is_multi_rank(p):
             if et is not None:
@@ -114,6 +117,13 @@ class Analysis:
         """One row per step: kernels, kernel time, floor, gap, GPU busy and idle, host-side figures."""
         from tracekit.report.document import step_table
         return self._stack(step_table)
+
+    @property
+    def phases(self) -> pd.DataFrame:
+        """A serving trace's phases (prefill, decode, mixed), one row each: explain's JSON ``phases``
+        (steps, kernels, time, floors, tokens, per-token figures; docs/serving.md); empty without phases."""
+        frames = iter([pd.DataFrame(d.get("phases") or []) for d in self.documents])
+        return self._stack(lambda _: next(frames))        # _stack calls it once per trace, in order
 
     @property
     def modules(self) -> pd.DataFrame | None:

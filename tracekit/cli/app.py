@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from tracekit.cli import capture, check, diff, ranks
-from tracekit.cli.options import DaskOpt, DeviceOpt, NoCacheOpt, SpecOpt, StepMarker, WorkersOpt
+from tracekit.cli.options import DaskOpt, DeviceOpt, GraphCapturesOpt, NoCacheOpt, SpecOpt, StepMarker, WorkersOpt
 from tracekit.cli.progress import PROGRESS_BYTES, loading as _loading  # noqa: F401  (tests read them here)
 from tracekit.errors import TracekitError, one_line, reset_warnings
 from tracekit.gcpause import with_collector_paused
@@ -93,6 +93,7 @@ def explain(
     devices: Optional[str] = typer.Option(None, "--devices", help="Floors on these devices side by side, e.g. "
                                           "h200,rtx5090,apple-m5-pro (spec ids or files; measured ÷ floor on the "
                                           "trace's own device): docs/compare.md"),
+    graph_captures: Optional[str] = GraphCapturesOpt,
     workers: Optional[int] = WorkersOpt,
     dask: Optional[str] = DaskOpt,
     no_cache: bool = NoCacheOpt,
@@ -115,7 +116,7 @@ def explain(
             raise TracekitError(f"{trace} holds one trace per rank: {', '.join(single)} applies to one trace "
                                 "(name one rank's trace or folder)")
         return run_ranks(trace, format.value, workers=workers, dask=dask, use_cache=not no_cache, skip=skip_steps,
-                         step_marker=step_marker, device=device, spec=spec)
+                         step_marker=step_marker, device=device, spec=spec, graph_captures=graph_captures)
     if depth is not None and by is not By.module:
         raise TracekitError("--depth sets how much of the module tree --by module shows: add --by module")
     pattern = UserRegex(filter, "--filter") if filter is not None else None     # refused before loading
@@ -124,7 +125,7 @@ def explain(
         specs = parse_devices(devices)                                             # refused before loading
     with _loading(trace):
         analysis = load(trace, step_marker=step_marker, device=device, spec=spec, skip_steps=skip_steps,
-                        et=et or None, cache=not no_cache)
+                        et=et or None, cache=not no_cache, graph_captures=graph_captures)
     emit(analysis.traces, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
          by=(by or By.kernel).value, sort=sort.value, pattern=pattern, devices=specs if devices is not None else None,
          xlsx=xlsx, width=width, csv_by=by.value if by is not None else None, depth=depth)

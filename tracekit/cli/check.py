@@ -9,7 +9,7 @@ from typing import Optional
 import orjson
 import typer
 
-from tracekit.cli.options import DeviceOpt, NoCacheOpt, SpecOpt, StepMarker
+from tracekit.cli.options import DeviceOpt, GraphCapturesOpt, NoCacheOpt, SpecOpt, StepMarker
 from tracekit.gcpause import with_collector_paused
 
 
@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
         allow_device_mismatch: bool = typer.Option(False, "--allow-device-mismatch/--no-allow-device-mismatch",
                                                    metavar="", help="Compare with a baseline from another device (a warning, "
                                                         "not an error)"),
+        graph_captures: Optional[str] = GraphCapturesOpt,
         no_cache: bool = NoCacheOpt,
     ) -> None:
         """Check a trace against rules and/or a baseline; exit 1 when a rule or the baseline fails."""
@@ -50,7 +51,7 @@ def register(app: typer.Typer) -> None:
 
         with cache.settings(not no_cache), loading(trace):
             doc = run_check(trace, baseline, rules, tolerance, skip_steps, step_marker, device, spec,
-                            allow_device_mismatch=allow_device_mismatch)
+                            allow_device_mismatch=allow_device_mismatch, graph_captures=graph_captures)
         if format is CheckFormat.json:
             sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
         else:

@@ -45,6 +45,9 @@ def register(app: typer.Typer) -> None:
                                                         "not an error)"),
         by: Optional[DiffBy] = typer.Option(None, "--by", help="module: also per nn.Module instance (kernels and "
                                             "time per step; a module that gains kernels is a regression)"),
+        graph_captures: Optional[str] = typer.Option(None, "--graph-captures", help="The serving engine's "
+                                                     "graph-capture traces of both sides (default: capture_traces/ "
+                                                     "beside each trace)"),
         no_cache: bool = NoCacheOpt,
     ) -> None:
         """Line up two traces step by step: kernels, time, floors, fused ops gained or lost."""
@@ -58,9 +61,10 @@ def register(app: typer.Typer) -> None:
         with cache.settings(not no_cache):
             modules = by is DiffBy.module
             with loading(a):
-                sa = load_side(a, step_marker, device, spec, skip_steps, modules=modules)
+                sa = load_side(a, step_marker, device, spec, skip_steps, graph_captures, modules=modules)
             with loading(b):
-                sb = sa if b == a else load_side(b, step_marker, device, spec, skip_steps, modules=modules)  # A A: once
+                sb = sa if b == a else load_side(b, step_marker, device, spec, skip_steps, graph_captures,
+                                                 modules=modules)  # A A: once
         warn(sa), warn(sb)
         doc = compare(sa, sb, tol, allow_device_mismatch=allow_device_mismatch)
         if modules:

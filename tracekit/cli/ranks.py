@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from tracekit.cli.options import DaskOpt, DeviceOpt, NoCacheOpt, SpecOpt, StepMarker, WorkersOpt
+from tracekit.cli.options import DaskOpt, DeviceOpt, GraphCapturesOpt, NoCacheOpt, SpecOpt, StepMarker, WorkersOpt
 from tracekit.gcpause import with_collector_paused
 
 
@@ -37,14 +37,15 @@ def register(app: typer.Typer) -> None:
         step_marker: Optional[str] = StepMarker,
         device: Optional[str] = DeviceOpt,
         spec: Optional[str] = SpecOpt,
+        graph_captures: Optional[str] = GraphCapturesOpt,
     ) -> None:
         """Per rank and across ranks: step time, stragglers, skew, gap, collectives, comm/compute overlap."""
         run_ranks(trace_dir, format.value, workers=workers, dask=dask, use_cache=not no_cache, hta=hta, keep=keep,
-                  skip=skip_steps, step_marker=step_marker, device=device, spec=spec)
+                  skip=skip_steps, step_marker=step_marker, device=device, spec=spec, graph_captures=graph_captures)
 
 
 def run_ranks(trace_dir: str, fmt: str, workers=None, dask=None, use_cache: bool = True, hta: bool = False,
-              keep=None, skip: int = 0, step_marker=None, device=None, spec=None) -> None:
+              keep=None, skip: int = 0, step_marker=None, device=None, spec=None, graph_captures=None) -> None:
     """Analyse every rank of ``trace_dir`` and write the cross-rank report in ``fmt`` on stdout."""
     from pathlib import Path
 
@@ -60,7 +61,7 @@ def run_ranks(trace_dir: str, fmt: str, workers=None, dask=None, use_cache: bool
     if workers is not None and workers < 1:
         raise TracekitError("--workers must be at least 1")
     doc = analyse_ranks(folder, step_marker, device, spec, skip, workers=workers, dask=dask, use_cache=use_cache,
-                        keep=keep)
+                        keep=keep, graph_captures=graph_captures)
     multi = bool(bundle.rank_dirs(folder))
     if multi:
         _add_bundle_facts(doc, folder)

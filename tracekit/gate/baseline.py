@@ -192,9 +192,11 @@ def _check_rows(path: Path, what: str, rows: list, numbers: list[str], texts: tu
 
 
 def load_side(path: str | Path, step_marker: str | None = None, device: str | None = None,
-              spec: str | None = None, skip_steps: int = 0, modules: bool = False) -> Side:
-    """Read a trace, bundle or explain JSON; drop the first ``skip_steps`` steps (warm-up). ``modules``:
-    each kernel's ``module`` path and ``phase`` too (module rules, diff --by module: docs/explain.md)."""
+              spec: str | None = None, skip_steps: int = 0, graph_captures: str | None = None,
+              modules: bool = False) -> Side:
+    """Read a trace, bundle or explain JSON; drop the first ``skip_steps`` steps (warm-up).
+    ``graph_captures``: a serving engine's capture traces for a trace's graph replays. ``modules``: each
+    kernel's ``module`` path and ``phase`` too (module rules, diff --by module: docs/explain.md)."""
     p = Path(path)
     if not p.exists():
         raise TracekitError(f"{p}: no such file or folder")
@@ -206,8 +208,8 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
     warnings: list[str] = []
     doc = _explain_doc(p)
     if doc is not None:
-        if step_marker or device or spec:
-            warnings.append(f"{p} is explain JSON: --step-marker/--device/--spec do not apply to it")
+        if step_marker or device or spec or graph_captures:
+            warnings.append(f"{p} is explain JSON: --step-marker/--device/--spec/--graph-captures do not apply to it")
         steps, kernels, info = _from_explain(p, doc)
         source = "explain-json"
         if modules:
@@ -215,7 +217,7 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
         warnings += [str(w) for w in doc.get("warnings") or []]
     else:
         from tracekit.analyze import analyze_path
-        traces = analyze_path(p, step_marker=step_marker, device=device, spec=spec)
+        traces = analyze_path(p, step_marker=step_marker, device=device, spec=spec, graph_captures=graph_captures)
         if len(traces) != 1:
             raise TracekitError(f"{p}: holds {len(traces)} graphs; check/diff compare one trace at a time")
         t = traces[0]

@@ -24,7 +24,8 @@ from tracekit.report.markdown import md_code, md_table, md_text
 
 def run_check(trace: str, baseline: str | None = None, rules_path: str | None = None,
               tolerance: str | None = None, skip_steps: int | None = None, step_marker: str | None = None,
-              device: str | None = None, spec: str | None = None, allow_device_mismatch: bool = False) -> dict:
+              device: str | None = None, spec: str | None = None, allow_device_mismatch: bool = False,
+              graph_captures: str | None = None) -> dict:
     """Load everything, evaluate every rule; the ``--format json`` document. A baseline from another
     device than the trace is an error unless ``allow_device_mismatch`` (then a warning)."""
     if not baseline and not rules_path:
@@ -36,11 +37,11 @@ def run_check(trace: str, baseline: str | None = None, rules_path: str | None = 
     if rules and rules.baseline and not baseline:
         raise TracekitError(f"{rules.path}: [baseline] rules need a baseline (--baseline or [baseline] path)")
     modules = bool(rules and rules.doc.get("module"))
-    side = load_side(trace, step_marker, device, spec, skip, modules=modules)
+    side = load_side(trace, step_marker, device, spec, skip, graph_captures, modules=modules)
     warn(side)
     base = None
     if baseline:
-        base = load_side(baseline, step_marker, device, spec, skip)
+        base = load_side(baseline, step_marker, device, spec, skip, graph_captures)
         warn(base)
     return verdict(side, rules, base, tol, baseline, allow_device_mismatch)
 

@@ -18,6 +18,7 @@ import orjson
 from msgspec import UNSET, Raw, UnsetType
 
 from tracekit.load.fields import bad_event, check_common, check_time
+from tracekit.load.engine_steps import is_iteration
 
 DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
                      "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
@@ -114,8 +115,11 @@ def decode_lenient(events: list, base: int, path, marker) -> list[Event]:
 
 
 def is_step_name(name: str, marker) -> bool:
-    """A user annotation (or, with a marker, a Python function) that marks a step."""
-    return bool(marker.search(name)) if marker is not None else PROFILER_STEP.match(name) is not None
+    """A user annotation (or, with a marker, a Python function) that marks a step: without a marker, a
+    ProfilerStep#N or a serving engine's iteration (``load.engine_steps``; used when no ProfilerStep is)."""
+    if marker is not None:
+        return bool(marker.search(name))
+    return PROFILER_STEP.match(name) is not None or is_iteration(name)
 
 
 def _record(e: dict) -> Event:

@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from tracekit.load.kineto import CPU_OP_CATEGORIES, GRAPH_LAUNCHES, LAUNCH_CATEGORIES, read_json, trace_events
+from tracekit.errors import TracekitError
+from tracekit.load.capture_dir import CaptureFile
+from tracekit.load.engine_steps import parse
 from tracekit.load.fields import ID_KEYS, Notes, clean_op_args, number
+from tracekit.load.graph_match import Capture, CaptureIndex, captured_size, eager_sizes
 from tracekit.model.trace import Trace
 
 BEGIN_CAPTURE = re.compile(r"^(cuda|hip|cu)StreamBeginCapture")
@@ -36,20 +40,10 @@ NOT_A_NODE = re.compile(r"GraphLaunch|HostFunc|LaunchHost|Memcpy(To|From)Symbol(
                         r"|Memset(2D|3D)?$|MemcpyWithStream|GetCaptureInfo")
 CAPTURE_MARK = re.compile(r"^tracekit::graph_capture#(\d{1,18})$")
 REPLAY_MARK = re.compile(r"^tracekit::graph_replay#(\d{1,18})$")
+MODULE_FRAME = "nn.Module: "                                    # with_stack: a module's forward frame
+ENGINE_CAPTURE = re.compile(r"^capture_(\d{1,9})_(\w{1,40})$")     # vLLM / SGLang: capture_{size}_{mode}
 OP_FIELDS = (("op_dims", "Input Dims"), ("op_types", "Input type"), ("op_strides", "Input Strides"),
              ("op_concrete", "Concrete Inputs"), ("kernel_file", "kernel_file"))
-
-
-@dataclass
-class Capture:
-    """One graph capture: its nodes in launch order as (kind, kernel name or None, op event or None)."""
-
-    source: str
-    gid: int | None
-    nodes: list[tuple[str, str | None, dict | None]] = field(default_factory=list)
-
-    def by_kind(self, kind: str) -> list[tuple[str, str | None, dict | None]]:
-        return [n for n in self.nodes if n[0] == kind]
 
 
 def _node_kind(launch_name: str) -> str | None:
@@ -87,6 +81,8 @@ def find_captures(events: list, source: str) -> list[Capture]:
     launches: list[dict] = []
     ops: dict = {}
     cpu_ops: list[dict] = []
+    sized: list[dict] = []
+    module_frames: list[dict] = []
     for e in sorted(_usable(events), key=lambda e: e["ts"]):
         name, cat = e.get("name") or "", e.get("cat")
         if cat in LAUNCH_CATEGORIES:
@@ -103,13 +99,20 @@ def find_captures(events: list, source: str) -> list[Capture]:
                 ops.setdefault(ext, e)
         elif cat == "user_annotation" and CAPTURE_MARK.match(name):
             marks.append(e)
+        elif cat == "user_annotation" and ENGINE_CAPTURE.match(name):
+            sized.append(e)
+        elif cat == "python_function" and name.startswith(MODULE_FRAME):
+            module_frames.append(e)
     for m in marks:       # a marked capture whose begin/end calls the trace lacks: the mark is the window
         m0, m1 = float(m["ts"]), float(m["ts"]) + float(m.get("dur", 0))
         if not any(b.get("tid") == m.get("tid") and m0 <= float(b["ts"]) <= m1 for b, _ in windows):
             windows.append((m, {"ts": m1}))
     starts = [float(e["ts"]) for e in launches]
+    module_of = {id(e): m["name"][len(MODULE_FRAME):] for e, m in
+                 zip(launches, _innermost_ops(launches, module_frames) if module_frames else []) if m is not None}
     captures = []
-    for begin, end in windows:
+    groups_seen: set = set()            # engine annotations (or the file) whose first capture was seen
+    for begin, end in sorted(windows, key=lambda w: float(w[0]["ts"])):
         t0, t1, tid = float(begin["ts"]), float(end["ts"]), begin.get("tid")
         inside = [e for e in launches[bisect_left(starts, t0):bisect_right(starts, t1)] if e.get("tid") == tid]
         found = [_enclosing(ops.get((e.get("args") or {}).get("External id")), e) for e in inside]
@@ -119,53 +122,32 @@ def find_captures(events: list, source: str) -> list[Capture]:
         gid = next((int(CAPTURE_MARK.match(m["name"]).group(1)) for m in marks if m.get("tid") == tid
                     and float(m["ts"]) <= t0 <= float(m["ts"]) + float(m.get("dur", 0))), None)
         nodes = [(_node_kind(e["name"]), (e.get("args") or {}).get("kernel"), op) for e, op in zip(inside, found)]
-        captures.append(Capture(source, gid, nodes))
+        group = next((a for a in sized if float(a["ts"]) <= t0 <= float(a["ts"]) + float(a.get("dur", 0))), None)
+        size = ENGINE_CAPTURE.match(group["name"]).groups() if group is not None else (None, None)
+        first = gid is not None or id(group) not in groups_seen    # a graph's first (or only) piece
+        groups_seen.add(id(group))
+        modules = {id(op): module_of[id(e)] for e, op in zip(inside, found) if op is not None and id(e) in module_of}
+        captures.append(Capture(source, gid, nodes, int(size[0]) if size[0] else None, size[1], first, modules))
     return captures
 
 
 def _replay_ids(events: list) -> dict[int, int]:
-    """graph-launch correlation → G of the enclosing tracekit::graph_replay#G range."""
+    """graph-launch correlation → G of the enclosing tracekit::graph_replay#G range (ranges do not nest:
+    the last one on the launch's thread starting at or before it, if it has not ended)."""
     events = _usable(events)
-    marks = [e for e in events if REPLAY_MARK.match(e["name"])]
+    marks: dict = defaultdict(list)
+    for m in sorted((e for e in events if REPLAY_MARK.match(e["name"])), key=lambda m: float(m["ts"])):
+        marks[_tid_key(m)].append(m)
+    starts = {tid: [float(m["ts"]) for m in ms] for tid, ms in marks.items()}
     out = {}
     for e in events:
-        if not (e["name"] in GRAPH_LAUNCHES and e.get("cat") in LAUNCH_CATEGORIES):
+        if not (e["name"] in GRAPH_LAUNCHES and e.get("cat") in LAUNCH_CATEGORIES) or _tid_key(e) not in marks:
             continue
-        t = float(e.get("ts", -1))
-        for m in marks:
-            if m.get("tid") == e.get("tid") and float(m["ts"]) <= t <= float(m["ts"]) + float(m.get("dur", 0)):
-                out[(e.get("args") or {}).get("correlation")] = int(REPLAY_MARK.match(m["name"]).group(1))
+        t, ms = float(e.get("ts", -1)), marks[_tid_key(e)]
+        k = bisect_right(starts[_tid_key(e)], t) - 1
+        if k >= 0 and t <= float(ms[k]["ts"]) + float(ms[k].get("dur", 0)):
+            out[(e.get("args") or {}).get("correlation")] = int(REPLAY_MARK.match(ms[k]["name"]).group(1))
     return out
-
-
-def _pair(replay: pd.DataFrame, cap: Capture) -> list[dict | None] | None:
-    """The capture op for each replay row; None when the kernels disagree (count or names).
-
-    Kernels decide whether the capture fits; memcpy/memset rows are paired only when their counts
-    agree too (the profiler may not report every copy node), else they stay unmapped.
-    """
-    out: list[dict | None] = [None] * len(replay)
-    for kind in ("kernel", "memcpy", "memset"):
-        rows = [k for k, v in enumerate(replay["kind"]) if v == kind]
-        nodes = cap.by_kind(kind)
-        if len(rows) != len(nodes):
-            if kind == "kernel":
-                return None
-            continue
-        named = all(n[1] for n in nodes)
-        free = list(range(len(nodes)))
-        for k in rows:
-            name = replay["name"].iat[k]
-            j = next((j for j in free if nodes[j][1] == name), None) if named else free[0]
-            if j is None:
-                return None
-            free.remove(j)
-            out[k] = nodes[j][2]
-    return out
-
-
-def _signature(ops: list[dict | None]) -> list:
-    return [None if op is None else (op.get("name"), repr((op.get("args") or {}).get("Input Dims"))) for op in ops]
 
 
 def _enclosing(op: dict | None, launch: dict) -> dict | None:
@@ -219,12 +201,13 @@ def capture_files(bundle_dir: str | Path | None) -> list[Path]:
 
 
 def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
-                      capture_paths: list[str | Path] | None = None) -> dict:
+                      capture_paths: list[str | Path | CaptureFile] | None = None) -> dict:
     """Fill op, op_* and op_source="graph_capture" on graph-replayed rows from their capture.
 
     Captures come from the trace itself, the bundle's graph_capture*.json.gz files and
-    ``capture_paths``. Returns counts {"replayed", "mapped", "unmapped", "captures"}; a note on what
-    stayed unmapped goes to ``trace.warnings``.
+    ``capture_paths`` (paths, or ``CaptureFile``s with their batch size and mode). Returns counts
+    {"replayed", "mapped", "unmapped", "captures"}; ``trace.metadata["graph_replays"]`` gets the same
+    per step with the reasons for what stayed unmapped, and a note on it goes to ``trace.warnings``.
     """
     df = trace.kernels
     graph_rows = df.index[df["graph"].astype(bool)]
@@ -236,49 +219,118 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
         events, _ = trace_events(read_json(Path(trace.path)), Path(trace.path))
     trace.source_events = None
     captures = find_captures(events, trace.path)
-    for path in [*capture_files(bundle_dir), *(Path(p) for p in capture_paths or [])]:
-        if path.resolve() != Path(trace.path).resolve():
-            captures += find_captures(trace_events(read_json(path), path)[0], str(path))
+    files = []
+    for src in [*capture_files(bundle_dir), *(capture_paths or [])]:
+        cf = src if isinstance(src, CaptureFile) else CaptureFile(Path(src))
+        if cf.path.resolve() == Path(trace.path).resolve():
+            continue
+        try:
+            found = find_captures(trace_events(read_json(cf.path, "graph capture trace"), cf.path)[0], str(cf.path))
+        except TracekitError as exc:
+            trace.warnings.append(f"graph capture trace left out: {exc}")
+            continue
+        if not found:
+            trace.warnings.append(f"{cf.path}: no graph capture in it (no StreamBeginCapture…EndCapture window)")
+        for c in found:
+            c.batch_size, c.mode = c.batch_size or cf.batch_size, c.mode or cf.mode
+        captures += found
+        files.append(cf.path.name)
+    for c in captures:
+        c.batch_size = c.batch_size or captured_size(c)
     summary["captures"] = len(captures)
     replay_gid = _replay_ids(events)
+    index = CaptureIndex(captures)
+    sizes = {s.index: (e.tokens or None) if (e := parse(s.name)) else None for s in trace.steps}
+    replays = df.loc[graph_rows].groupby("correlation", sort=False)
+    launches = defaultdict(int)
+    for _, rows in replays:
+        launches[int(rows["step"].iat[0])] += 1
+    hints = eager_sizes(df, graph_rows)
+    per_step: dict[int, dict] = {}
+    firsts: list[float] = []            # device start of each replay of a graph's first piece
     reasons: dict[str, int] = {}
     new_ids: dict[tuple, int] = {}
     notes = Notes()
+    updates: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))     # column → (row labels, values)
+
+    columns = set(df.columns)
+    cleaned: set[int] = set()          # op events whose args were checked (replays of one graph share them)
+
+    def put(idx, col: str, value) -> None:
+        if col in columns:
+            updates[col][0].append(idx)
+            updates[col][1].append(value)
     # a missing kernel_file is NaN in a column holding text (as a pandas string column has it), else None
     no_file = np.nan if "kernel_file" in df.columns and any(isinstance(v, str) for v in df["kernel_file"]) else None
-    for corr, rows in df.loc[graph_rows].groupby("correlation", sort=False):
-        gid = replay_gid.get(corr)
-        pool = [c for c in captures if c.gid == gid] if gid is not None else captures
-        fits = [(c, p) for c in pool if (p := _pair(rows, c)) is not None]
-        if not fits or len({repr(_signature(p)) for _, p in fits}) > 1:
-            why = "no capture matches" if not fits else f"{len(fits)} captures fit with different ops"
-            reasons[why] = reasons.get(why, 0) + len(rows)
+    for corr, rows in replays:
+        step = int(rows["step"].iat[0])
+        got = per_step.setdefault(step, {"step": step, "replays": 0, "replayed": 0, "matched": 0, "replayed_us": 0.0,
+                                         "matched_us": 0.0, "unmatched": {}})
+        got["replays"] += 1
+        got["replayed"] += len(rows)
+        got["replayed_us"] += float(rows["dur_us"].sum())
+        hint = hints.get(step, frozenset()) if step >= 0 and launches[step] == 1 else frozenset()
+        cap, found = index.match(rows, replay_gid.get(corr), sizes.get(step), launches[step], hint)
+        if cap is None:
+            _count(got["unmatched"], reasons, found, len(rows))
             continue
-        in_main_trace = fits[0][0].source == trace.path    # record-function ids restart per profiler session
-        for idx, op in zip(rows.index, fits[0][1]):
+        if cap.first:
+            firsts.append(float(rows["start_us"].min()))
+        in_main_trace = cap.source == trace.path    # record-function ids restart per profiler session
+        for idx, op, dur in zip(rows.index, found, rows["dur_us"].tolist()):
             if op is None:
-                why = "capture node without op (or copy/memset count differs)"
-                reasons[why] = reasons.get(why, 0) + 1
+                _count(got["unmatched"], reasons, "capture node without op (or copy/memset count differs)", 1)
                 continue
             args = op.get("args") if isinstance(op.get("args"), dict) else {}
-            clean_op_args(args, notes)                 # the loader checks only the ops its rows use
-            df.at[idx, "op"] = op.get("name")
+            if id(op) not in cleaned:                  # the loader checks only the ops its rows use
+                clean_op_args(args, notes)
+                cleaned.add(id(op))
+            put(idx, "op", op.get("name"))
             for col, key in OP_FIELDS:
-                if col in df.columns:
-                    value = args.get(key)
-                    df.at[idx, col] = no_file if value is None and col == "kernel_file" else value
-            df.at[idx, "op_source"] = "graph_capture"
-            if in_main_trace and "op_rf_id" in df.columns:     # the execution trace knows that op call
+                value = args.get(key)
+                put(idx, col, no_file if value is None and col == "kernel_file" else value)
+            put(idx, "op_source", "graph_capture")
+            put(idx, "module", cap.modules.get(id(op)))
+            if in_main_trace:                          # the execution trace knows that op call
                 rf = args.get("Record function id")
-                df.at[idx, "op_rf_id"] = rf if isinstance(rf, int) and not isinstance(rf, bool) else -1
-            if "op_id" in df.columns:      # one id per (replay, op call): replays must not share
-                df.at[idx, "op_id"] = new_ids.setdefault((corr, id(op)), -2 - len(new_ids))
+                put(idx, "op_rf_id", rf if isinstance(rf, int) and not isinstance(rf, bool) else -1)
+            put(idx, "op_id", new_ids.setdefault((corr, id(op)), -2 - len(new_ids)))   # replays never share
             summary["mapped"] += 1
+            got["matched"] += 1
+            got["matched_us"] += dur
+    _assign(df, updates)
     trace.warnings.extend(notes.warnings())
     summary["unmapped"] = summary["replayed"] - summary["mapped"]
+    every = all(not r["unmatched"] for r in per_step.values())
+    trace.metadata["graph_replays"] = {**summary, "capture_files": files,
+                                       "per_step": sorted(per_step.values(), key=lambda r: r["step"]),
+                                       "iteration_starts_us": sorted(firsts) if every else None}
     if summary["unmapped"]:
         detail = "; ".join(f"{n} {why}" for why, n in reasons.items())
-        where = "" if captures else " (the trace holds no graph capture: record it with `tracekit capture`)"
+        where = "" if captures else (" (the trace holds no graph capture: record it with `tracekit capture`, or "
+                                     "pass the engine's capture traces with --graph-captures DIR)")
         trace.warnings.append(f"graph replays: {summary['unmapped']} of {summary['replayed']} replayed rows "
                               f"left unmapped{where}: {detail}")
     return summary
+
+
+def _assign(df, updates: dict[str, tuple[list, list]]) -> None:
+    """Write the mapped values, one column at a time (row-by-row ``df.at`` costs ~60 µs a cell: minutes
+    for hundreds of thousands of replayed kernels), keeping each column's dtype."""
+    for col, (labels, values) in updates.items():
+        pos = df.index.get_indexer(labels)
+        column = df[col]
+        if column.dtype == object or not pd.api.types.is_numeric_dtype(column.dtype):
+            arr = column.to_numpy(dtype=object, copy=True)
+            for p, v in zip(pos.tolist(), values):     # element by element: a value may be a list (shapes)
+                arr[p] = v
+            df[col] = pd.Series(arr, index=df.index, dtype=column.dtype)
+        else:
+            arr = column.to_numpy(copy=True)
+            arr[pos] = values
+            df[col] = arr
+
+
+def _count(step_reasons: dict, reasons: dict, why: str, n: int) -> None:
+    step_reasons[why] = step_reasons.get(why, 0) + n
+    reasons[why] = reasons.get(why, 0) + n

@@ -24,6 +24,7 @@ from tracekit.load.fields import Notes
 from tracekit.load.link import GRAPH_LAUNCHES, cpu_table, device_table  # noqa: F401
 from tracekit.load.pieces import OP
 from tracekit.load.reader import read_trace, trace_events  # noqa: F401
+from tracekit.load.engine_steps import FAMILIES, family_of
 from tracekit.load.runtime import runtime_per_step
 from tracekit.model.trace import Step, Trace, trim_last_step
 
@@ -140,12 +141,21 @@ def _steps(step_events: list[tuple], marker, marker_text: str | None) -> tuple[l
     for e in sorted(step_events, key=lambda e: e[0]):
         seen.setdefault((e[1], e[2]), e)
     ordered = sorted(seen.values(), key=lambda e: e[2])
+    rule = f"marker:{marker_text}" if marker is not None else "ProfilerStep"
+    if marker is None and ordered:
+        profiler_steps = [e for e in ordered if PROFILER_STEP.match(e[1])]
+        if profiler_steps:
+            ordered = profiler_steps
+        else:                     # a serving trace: the engine's iterations, of its first family (engine_steps)
+            family = next((f for f, _ in FAMILIES if any(family_of(e[1]) == f for e in ordered)), None)
+            ordered = [e for e in ordered if family is not None and family_of(e[1]) == family]
+            rule = f"engine iterations ({family})"
     if not ordered:
         if marker is not None:
             raise TracekitError(f"--step-marker {marker_text!r} matches no event in the trace")
         return [], "whole trace"
     steps = [Step(index=k, name=name, start_us=ts, end_us=ts + dur) for k, (_, name, ts, dur) in enumerate(ordered)]
-    return steps, (f"marker:{marker_text}" if marker is not None else "ProfilerStep")
+    return steps, rule
 
 
 def _assign_steps(df: pd.DataFrame, steps: list[Step]) -> pd.DataFrame:

@@ -43,6 +43,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("op_concrete", "object", "load", "the op's Concrete Inputs or None"),
     Column("op_source", "str", "load", 'how op was found: "external_id", "graph_capture", "self", "mlx_graph" or ""'),
     Column("kernel_file", "str", "load", "Inductor kernel source path the op names (args kernel_file) or None"),
+    Column("module", "str", "load", "a graph-replayed kernel's nn.Module: the innermost 'nn.Module: X' Python frame "
+           "around its capture-time launch (traces recorded with_stack), else None"),
     Column("op_id", "int", "load", "identity of the launching op call (kernels of one call share it; -1 none)"),
     Column("op_rf_id", "int", "load", "the launching op's Record function id: the execution trace's rf_id of that "
            "call (fusion.exact joins on it; -1 none)"),

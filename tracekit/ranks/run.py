@@ -26,9 +26,11 @@ def kernels_file(key: int) -> str:
     return f"kernels-{key:06d}.parquet"
 
 
-def tasks_of(folder: Path, step_marker=None, device=None, spec=None, skip: int = 0, use_cache: bool = True) -> list[dict]:
+def tasks_of(folder: Path, step_marker=None, device=None, spec=None, skip: int = 0, use_cache: bool = True,
+             graph_captures=None) -> list[dict]:
     return [{"key": r.key, "label": r.label, "path": r.path, "rank_hint": r.rank_hint, "step_marker": step_marker,
-             "device": device, "spec": spec, "skip": skip, "cache": use_cache} for r in rank_inputs(folder)]
+             "device": device, "spec": spec, "skip": skip, "cache": use_cache,
+             "graph_captures": None if graph_captures is None else str(graph_captures)} for r in rank_inputs(folder)]
 
 
 def usable_cpus() -> int:
@@ -114,10 +116,11 @@ def write_tables(results: list[dict], out: Path) -> None:
 
 
 def analyse_ranks(folder: str | Path, step_marker=None, device=None, spec=None, skip: int = 0,
-                  workers: int | None = None, dask=None, use_cache: bool = True, keep: str | Path | None = None) -> dict:
+                  workers: int | None = None, dask=None, use_cache: bool = True, keep: str | Path | None = None,
+                  graph_captures=None) -> dict:
     """The cross-rank document of a multi-rank folder (ranks.query.cross_rank), its per-rank stages run
     in parallel. ``keep``: write the Parquet tables there (else a temporary folder, removed)."""
-    tasks = tasks_of(Path(folder), step_marker, device, spec, skip, use_cache)
+    tasks = tasks_of(Path(folder), step_marker, device, spec, skip, use_cache, graph_captures)
     results = run_stages(tasks, workers, dask)
     if all(r["error"] for r in results):
         raise TracekitError(f"{folder}: no rank could be analysed ({results[0]['label']}: {results[0]['error']})")

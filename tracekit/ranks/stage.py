@@ -74,7 +74,8 @@ def _rank_stage(task: dict) -> dict:
     try:
         with cache.settings(bool(task.get("cache", True))):
             traces = analyze_path(task["path"], step_marker=task.get("step_marker"), device=task.get("device"),
-                                  spec=task.get("spec"), skip=task.get("skip", 0))
+                                  spec=task.get("spec"), skip=task.get("skip", 0),
+                                  graph_captures=task.get("graph_captures"))
     except TracekitError as exc:
         return {**base, "error": str(exc)}
     trace = traces[0]

@@ -10,10 +10,12 @@ import pandas as pd
 
 from tracekit.fusion.dataflow import fused_op_count, fusion_summary
 from tracekit.model.trace import Trace
+from tracekit.report.phases import graph_replay_steps, phase_rows, step_phases
 
 KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "gap_floor_us", "l2",
-                 "l2_floor_us", "fused_ops", "kind", "step", "start_us", "stream", "device", "dtype", "compute_unit", "event_bytes", "launch",
-                 "graph", "op_source", "op_dims", "op_types", "grid", "block", "cost_note"]
+                 "l2_floor_us", "fused_ops", "kind", "step", "start_us", "stream", "device", "dtype", "compute_unit",
+                 "event_bytes", "launch", "graph", "op_source", "op_dims", "op_types", "grid", "block", "cost_note",
+                 "module"]
 
 
 def _clean(value):
@@ -90,6 +92,10 @@ def explain_dict(trace: Trace) -> dict:
               "spec_name": spec.name if spec else None,
               "spec_path": spec.path if spec else None}
     step_rows = [{k: _clean(v) for k, v in r.items()} for r in steps.to_dict("records")]
+    found, replays = step_phases(trace), graph_replay_steps(trace)
+    for r in step_rows:            # serving: the step's phase and tokens, its graph replays' match share
+        r.update({"phase": found.get(r["step"], {}).get("phase"), "tokens": found.get(r["step"], {}).get("tokens")},
+                 **replays.get(r["step"], {}))
     in_steps = df[df["step"] >= 0] if trace.steps else df         # per-step figures: the steps' kernels only
     by_cat = in_steps.groupby("category")["dur_us"].agg(["count", "sum"]) if len(in_steps) else None
     n_steps = max(1, len(trace.steps))
@@ -116,8 +122,10 @@ def explain_dict(trace: Trace) -> dict:
     }
     summary.update(fusion_summary(trace))
     summary["execution_trace"] = trace.metadata.get("execution_trace")   # the ET joined, or None
+    summary["graph_replays"] = trace.metadata.get("graph_replays")        # matched to captures (load.graph_replay)
     return {"trace": trace.path, "device": device, "steps": step_rows, "kernels": kernels,
-            "summary": summary, "warnings": list(trace.warnings)}
+            "summary": summary, "phases": phase_rows(trace, step_rows, summary["fusion_per_step"]),
+            "warnings": list(trace.warnings)}
 
 
 def to_json(traces: list[Trace]) -> bytes:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from tracekit.model.trace import Trace
 from tracekit.report.document import CSV_FIELDS, step_table
+from tracekit.report.phases import step_phases
 from tracekit.report.table import BY, top_groups
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -69,9 +70,12 @@ def group_table(trace: Trace, by: str = "kernel") -> pd.DataFrame:
 
 
 def kernel_rows(trace: Trace) -> pd.DataFrame:
-    """One row per kernel execution (explain's CSV columns; fused ops joined with ``+``)."""
+    """One row per kernel execution (explain's CSV columns; fused ops joined with ``+``; ``phase``: its
+    step's serving phase, prefill / decode / mixed, empty where none: docs/serving.md)."""
     out = trace.kernels[CSV_FIELDS].copy()
     out["fused_ops"] = out["fused_ops"].map(lambda ops: "+".join(ops) if isinstance(ops, list) else "")
+    phase = {k: v["phase"] for k, v in step_phases(trace).items()}
+    out["phase"] = out["step"].map(lambda k: phase.get(k) or "")
     return out.reset_index(drop=True)
 
 

@@ -15,6 +15,8 @@ from tracekit.fusion.dataflow import step_fusion
 from tracekit.model.trace import Step, Trace
 from tracekit.report.charts import bandwidth_svg, category_css, legend, plotted, roofline_svg, timeline_svg
 from tracekit.report.fmt import clip, compact_name, fmt_bytes, fmt_count, fmt_gap, fmt_us, short_name
+from tracekit.report.phases import graph_replay_line
+from tracekit.report.phases_view import phase_cells
 from tracekit.report.table import fmt_per_step, kernel_groups
 from tracekit.version import __version__
 
@@ -113,6 +115,12 @@ def html_section(trace: Trace, doc: dict, graph: int | None = None, devices: dic
     out.append(f'<div class="diag {_e(diag.get("verdict", ""))}" id="diagnosis">'
                + "".join(f"<p>{_e(line)}</p>" for line in diag.get("lines", [])) + "</div>")
     out.append("<h2>Steps</h2>" + _steps(doc))
+    if line := graph_replay_line(trace):
+        out.append(f'<p class="note" id="graph-replays">{_e(line)}</p>')
+    if doc.get("phases"):                      # serving: the phases side by side (docs/serving.md)
+        rows = [[name, *cells] for name, cells in phase_cells(doc["phases"])]
+        out.append("<h2>Phases</h2><p class=\"note\">tok/s ceiling: tokens ÷ one-kernel floor; J/token: n/a, a "
+                   "trace holds no energy.</p>" + _table(["", *(p["phase"] for p in doc["phases"])], rows))
     pts, flat = plotted(groups)
     missing = groups[~groups.index.isin(pts.index) & ~groups.index.isin(flat.index)] if len(groups) else groups
     miss_us = float(missing["dur_us"].fillna(0).sum()) if len(missing) else 0.0

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from tracekit.model.trace import Trace
 from tracekit.report.fmt import clip, compact_name, fmt_gap, fmt_us, short_name
+from tracekit.report.phases import graph_replay_line
+from tracekit.report.phases_view import phase_cells
 from tracekit.report.table import fmt_per_step, top_groups, top_title
 
 
@@ -86,6 +88,12 @@ def _one(trace: Trace, doc: dict, top: int, graph: int | None, by: str = "kernel
     lines += md_diagnosis((doc["summary"].get("diagnosis") or {}).get("lines", []))
     cpu_only = bool(doc["kernels"]) and all(k.get("kind") == "cpu_op" for k in doc["kernels"])
     lines += [""] + md_steps(doc["steps"], cpu_only)
+    if line := graph_replay_line(trace):
+        lines += ["", md_text(line, 2000)]
+    if doc.get("phases"):
+        lines += ["", "**Per phase** (J/token: n/a, a trace holds no energy)", ""]
+        lines += md_table(["", *(p["phase"] for p in doc["phases"])], "l" + "r" * len(doc["phases"]),
+                          [[name, *cells] for name, cells in phase_cells(doc["phases"])])
     groups = top_groups(trace, by, sort, pattern)
     steps = max(1, len(trace.steps))
     title = top_title(trace, by, sort, pattern, min(top, len(groups)), len(groups)).removeprefix("top ")

@@ -68,8 +68,10 @@ def write_perfetto(trace: Trace, doc: dict, path: str | Path) -> dict:
             args = e["args"] = {}
         if isinstance(args, dict):
             args[KEY] = annotations(row)
-            if places is not None:                 # explain --by module: the module path and phase
-                args[KEY]["module"], args[KEY]["phase"] = places[i]
+            if places is not None:                 # the module path (and with --by module, the phase)
+                for key, value in zip(("module", "phase"), places[i]):
+                    if value is not None:
+                        args[KEY][key] = value
             annotated += 1
     added = _step_counters(trace, doc, events, rows)
     data = orjson.dumps(original)
@@ -84,7 +86,7 @@ def _places(df, rows, doc: dict) -> list | None:
     if len(recs) != len(df) or not recs or "module" not in recs[0]:
         return None
     at = df.index.get_indexer(rows.index)
-    return [(recs[k]["module"], recs[k]["phase"]) for k in at.tolist()]
+    return [(recs[k]["module"] or None, recs[k].get("phase")) for k in at.tolist()]
 
 
 def _step_counters(trace: Trace, doc: dict, events: list, rows) -> int:

@@ -20,6 +20,8 @@ from rich.text import Text
 from tracekit.cost.roofline import carrier_text
 from tracekit.model.trace import Trace
 from tracekit.report.document import step_table
+from tracekit.report.phases import graph_replay_line, step_phases
+from tracekit.report.phases_view import phase_table
 from tracekit.report.fmt import (
     _shapes,
     cell_width,
@@ -193,6 +195,10 @@ def print_tables(traces: list[Trace], top: int = 15, fusion: bool = False, wide:
         for line in diagnosis.get("lines", []):
             console.print(Text(line, style="bold" if line is diagnosis["lines"][0] else ""))
         console.print(_step_table(trace, console.width, wide))
+        if line := graph_replay_line(trace):
+            console.print(Text(line))
+        if doc.get("phases"):
+            console.print(phase_table(doc["phases"]))
         if modules is not None:
             console.print(modules(trace, console.width))
         else:
@@ -214,8 +220,16 @@ def _step_table(trace: Trace, width: int, wide: bool) -> Table:
     def pct(x) -> str:
         return "-" if x is None or pd.isna(x) else f"{x:.0f}%"
 
+    phases = step_phases(trace)
+
+    def label(r) -> str:
+        """A serving step leads with its phase and tokens (an engine's iteration name is long)."""
+        p = phases.get(r.step) or {}
+        head = f"{p['phase']} {p['tokens']} tok: " if p.get("phase") and p.get("tokens") else ""
+        return clip(head + str(r.name), 32)
+
     def fill(r) -> dict:
-        return {"step": clip(r.name, 32), "kernels": str(r.kernels), "kernel time": fmt_us(r.kernel_us),
+        return {"step": label(r), "kernels": str(r.kernels), "kernel time": fmt_us(r.kernel_us),
                 "costed": pct(r.costed_pct), "floor": fmt_us(r.floor_us), "gap": fmt_gap(r.gap),
                 "GPU busy": pct(r.busy_pct), "idle": fmt_us(r.idle_us)}
     cells, n_rows, note = step_cells(list(step_table(trace).itertuples()), STEP_COLUMNS, fill)

@@ -1,0 +1,103 @@
+"""Serving engines' own per-iteration annotations: which events are engine iterations, and what each
+says about its batch (prefill and decode requests, their query tokens).
+
+Recorded as ``user_annotation`` ranges around one engine iteration (one scheduler step):
+
+- vLLM (``--profiler-config`` annotations, vLLM PR 37524; TraceLens's patches before it):
+  ``execute_{tokens}_context_{n}(sq{Σq}sk{Σk}sqsq{Σq²}sqsk{Σqk})_generation_{n}(sq..sk..sqsq..sqsk..)``,
+  the older ``execute_context_{n}({Σq})_generation_{n}({Σq})``;
+- SGLang: ``step[DECODE bs=32]``, ``step[EXTEND bs=2 toks=14721 ...]``, ``step[MIXED bs=2 c=1 g=1 c_sq=5 ...]``;
+- ATOM: ``prefill[bs=2 tok=14721 ...]``, ``decode[bs=64 tok=64 ...]``.
+
+One trace may hold two families around the same iteration (SGLang with vLLM-style annotations): the
+first family in ``FAMILIES`` with a match is the step rule, the others are ignored.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+VLLM_DETAILED = re.compile(r"^execute_(\d+)_context_(\d+)\(sq(\d+)sk(\d+)sqsq\d+sqsk\d+\)"
+                           r"_generation_(\d+)\(sq(\d+)sk(\d+)sqsq\d+sqsk\d+\)")
+VLLM_NATIVE = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)")
+SGLANG = re.compile(r"^step\[(EXTEND|DECODE|MIXED|PREFILL|IDLE)\b([^\]]*)\]")
+ATOM = re.compile(r"^(prefill|decode)\[(.*)\]$")
+FAMILIES = (("vLLM", (VLLM_DETAILED, VLLM_NATIVE)), ("SGLang", (SGLANG,)), ("ATOM", (ATOM,)))
+ITERATION = re.compile("|".join(p.pattern for _, ps in FAMILIES for p in ps))
+
+
+@dataclass(frozen=True)
+class EngineStep:
+    """What one iteration annotation says: requests and query tokens of prefill (context) and decode
+    (generation) sequences. ``tokens`` is the batch's token count, the size a graph was captured for."""
+
+    family: str
+    prefill_requests: int
+    prefill_tokens: int
+    decode_requests: int
+    decode_tokens: int
+
+    @property
+    def tokens(self) -> int:
+        return self.prefill_tokens + self.decode_tokens
+
+    @property
+    def phase(self) -> str | None:
+        """prefill, decode or mixed (both in one batch); None for an idle step."""
+        if self.prefill_requests and self.decode_requests:
+            return "mixed"
+        return "prefill" if self.prefill_requests else "decode" if self.decode_requests else None
+
+
+def is_iteration(name: str) -> bool:
+    return ITERATION.match(name) is not None
+
+
+def family_of(name: str) -> str | None:
+    for family, patterns in FAMILIES:
+        if any(p.match(name) for p in patterns):
+            return family
+    return None
+
+
+def parse(name: str) -> EngineStep | None:
+    """The annotation's batch, or None when ``name`` is no engine iteration."""
+    if m := VLLM_DETAILED.match(name):
+        _, pr, pq, _, dr, dq, _ = (int(g) for g in m.groups())
+        return EngineStep("vLLM", pr, pq, dr, dq)
+    if m := VLLM_NATIVE.match(name):
+        pr, pq, dr, dq = (int(g) for g in m.groups())
+        return EngineStep("vLLM", pr, pq, dr, dq)
+    if m := SGLANG.match(name):
+        kind, kv = m.group(1), {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+        bs = kv.get("bs", 0)
+        if kind == "DECODE":
+            return EngineStep("SGLang", 0, 0, bs, kv.get("g_sq", bs))
+        if kind in ("EXTEND", "PREFILL"):
+            return EngineStep("SGLang", bs, kv.get("c_sq", kv.get("toks", 0)), 0, 0)
+        if kind == "MIXED":
+            return EngineStep("SGLang", kv.get("c", 0), kv.get("c_sq", 0), kv.get("g", 0), kv.get("g_sq", 0))
+        return EngineStep("SGLang", 0, 0, 0, 0)
+    if m := ATOM.match(name):
+        kv = dict(re.findall(r"(\w+)=(\d+)", m.group(2)))
+        bs, tok = int(kv.get("bs", 0)), int(kv.get("tok", 0))
+        return EngineStep("ATOM", bs, tok, 0, 0) if m.group(1) == "prefill" else EngineStep("ATOM", 0, 0, bs, tok)
+    return None
+
+
+# GEMM op → which input is the activation (its leading dims are the batch's tokens)
+GEMM_INPUT = {"aten::mm": 0, "aten::addmm": 1, "aten::linear": 0, "aten::matmul": 0, "aten::_scaled_mm": 0}
+
+
+def gemm_tokens(op, dims) -> int | None:
+    """The rows a GEMM op multiplies (its activation's leading dims), or None for another op or no shapes."""
+    k = GEMM_INPUT.get(op) if isinstance(op, str) else None
+    if k is None or not isinstance(dims, (list, tuple)) or len(dims) <= k:
+        return None
+    a = dims[k]
+    if not isinstance(a, (list, tuple)) or len(a) < 2 or not all(isinstance(d, int) and not isinstance(d, bool)
+                                                                 for d in a):
+        return None
+    return math.prod(a[:-1])
