@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 a check failed, 2 unusable input or usage.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from enum import Enum
@@ -102,6 +103,7 @@ def explain(
                                        "roofline, timeline, tables, fusion chain) to this file"),
     perfetto: Optional[str] = typer.Option(None, "--perfetto", help="Also write the trace with tracekit's facts in each "
                                            "kernel's args and per-step counters (Perfetto UI); .gz: gzipped"),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --html / --perfetto file"),
     wide: bool = typer.Option(False, "--wide", help="Table: every column, whatever the terminal's width"),
     devices: Optional[str] = typer.Option(None, "--devices", help="Floors on these devices side by side, e.g. "
                                           "h200,rtx5090,apple-m5-pro (spec ids or files; measured ÷ floor on the "
@@ -129,6 +131,7 @@ def explain(
         return run_ranks(trace, format.value, workers=workers, dask=dask, use_cache=not no_cache, skip=skip_steps,
                          step_marker=step_marker, device=device, spec=spec)
     pattern = UserRegex(filter, "--filter") if filter is not None else None     # refused before loading
+    _check_outputs({"--html": html, "--perfetto": perfetto}, [trace, et, spec], force)
     if devices is not None:
         from tracekit.cost.multi import parse_devices
         specs = parse_devices(devices)                                             # refused before loading
@@ -137,6 +140,17 @@ def explain(
                                **({"et": et} if et else {}))
     emit(results, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
          by=by.value, sort=sort.value, pattern=pattern, devices=specs if devices is not None else None)
+
+
+def _check_outputs(outputs: dict, inputs: list, force: bool) -> None:
+    """Each output file checked before loading (tracekit.outputs): never an input, replaced only with --force."""
+    from tracekit.outputs import check_output_file
+
+    given = {k: v for k, v in outputs.items() if v is not None}
+    for option, path in given.items():
+        check_output_file(path, option, inputs, force)
+    if len(given) == 2 and os.path.realpath(given["--html"]) == os.path.realpath(given["--perfetto"]):
+        raise TracekitError("--html and --perfetto name the same file")
 
 
 for command in (capture, check, diff, ranks):
@@ -161,6 +175,8 @@ def run(args: Optional[list[str]] = None) -> int:
     (TRACEKIT_DEBUG=1 re-raises it). ``main`` and the in-process test runner both call this.
     """
     argv = sys.argv[1:] if args is None else [str(a) for a in args]
+    if sys.stdout is None and argv[:1] not in (["capture"], ["measure"]):     # started with stdout closed
+        sys.stdout = _ClosedStream()
     try:
         app(args=argv, prog_name="tracekit")
     except SystemExit as exc:                     # click ends every run, success included, this way
@@ -181,9 +197,53 @@ def run(args: Optional[list[str]] = None) -> int:
         print(f"tracekit: this input needs the optional package '{top}', which is not installed "
               f"(pip install 'tracekit[{EXTRAS[top]}]')", file=sys.stderr)
         return 2
+    except OSError as exc:                        # stdout full, closed or gone; files are checked earlier
+        _drop_stdout()
+        what = exc.strerror or type(exc).__name__
+        print(f"tracekit: cannot write the output ({what})" if exc.errno in _WRITE_ERRNOS or exc.filename is None
+              else f"tracekit: {what}: {exc.filename!r}", file=sys.stderr)
+        return 2
     except Exception as exc:                      # a bug, or input we did not foresee: still one line
         return _internal_error(exc, argv)
     return 0
+
+
+_WRITE_ERRNOS = {getattr(errno, n) for n in ("ENOSPC", "EBADF", "EIO", "EROFS", "EDQUOT", "EFBIG", "EPIPE")
+                 if hasattr(errno, n)}
+
+
+class _ClosedStream:
+    """sys.stdout when the process started with it closed: writing is an OSError (one line, exit 2)."""
+
+    def write(self, *args):
+        raise OSError(errno.EBADF, "stdout is closed")
+
+    flush = write
+    buffer = property(lambda self: self)
+    closed = False
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush of what could not be written stays quiet."""
+    if isinstance(sys.stdout, _ClosedStream):
+        sys.stdout = None
+        return
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _internal_error(exc: BaseException, argv: list[str]) -> int:

@@ -59,6 +59,10 @@ def run_ranks(trace_dir: str, fmt: str, workers=None, dask=None, use_cache: bool
         raise TracekitError(f"{folder}: not a folder (ranks takes a folder of per-rank traces)")
     if workers is not None and workers < 1:
         raise TracekitError("--workers must be at least 1")
+    if keep is not None:
+        from tracekit.outputs import check_output_folder
+        from tracekit.ranks.run import is_table_file
+        check_output_folder(keep, "--keep", [folder, spec], own=is_table_file)
     doc = analyse_ranks(folder, step_marker, device, spec, skip, workers=workers, dask=dask, use_cache=use_cache,
                         keep=keep)
     multi = bool(bundle.rank_dirs(folder))
