@@ -58,8 +58,15 @@ def _inside(child: Path, folder: Path) -> bool:
     return child == folder or folder in child.parents
 
 
-def _check_not_input(out: Path, option: str, inputs: Iterable) -> None:
+def check_not_input(out: str | os.PathLike, option: str, inputs: Iterable) -> None:
     """Refuse an output that is an input (same file by path, link or inode) or a folder holding one."""
+    try:
+        _check_not_input(Path(out), option, inputs)
+    except OSError as exc:
+        raise TracekitError(f"{option} {shown(out)}: {exc.strerror or exc}") from None
+
+
+def _check_not_input(out: Path, option: str, inputs: Iterable) -> None:
     real_out, out_st = _real(out), _stat(out)
     for given in inputs:
         if given is None:

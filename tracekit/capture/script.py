@@ -125,6 +125,8 @@ def bundle_on_every_exit(finish):
         if os.getpid() == pid:                      # not in a forked worker: it is the script leaving
             try:
                 finish(code)
+            except TracekitError as exc:
+                say_error(f"tracekit: {exc}\n")
             except BaseException:                   # noqa: BLE001  (exiting anyway)
                 pass
         real_exit(code)
@@ -159,6 +161,8 @@ def capture_script(script: str, args: list[str], out: str | None = None, steps: 
     if warmup < 0:
         raise TracekitError("--warmup must be 0 or more")
     out_dir = (Path(out) if out else Path(f"{path.stem}.tracekit")).absolute()   # the script may chdir
+    from tracekit.outputs import check_not_input
+    check_not_input(out_dir, "-o", [path])
     if is_mlx_script(source):
         return _capture_mlx(path, args, out_dir, quiet, force)
     
@@ -180,17 +184,36 @@ def capture_script(script: str, args: list[str], out: str | None = None, steps: 
     if not step_fn:
         session.hook_root_module()
     session.start()
+    pid = os.getpid()
     with bundle_on_every_exit(lambda code: _finish(session, code, quiet)):
         exit_code = run_script(code, path, [script, *args], {WRAP_NAME: session.wrap_step_fn})
+    if os.getpid() != pid:              # a child the script forked ran to its end: the bundle is the parent's,
+        _end_forked_child(exit_code)    # and the profiler's threads did not survive the fork
     _finish(session, exit_code, quiet)
     return exit_code
+
+
+def _end_forked_child(exit_code: int) -> None:
+    """End a forked child of the script that ran to the end of it: its output flushed, then ``os._exit``
+    (exiting through the interpreter would stop a profiler whose threads stayed in the parent: a hang)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(exit_code)
 
 
 def _finish(session, exit_code: int, quiet: bool) -> None:
     """Write the bundle (once) and say what it holds."""
     if session.finished:
         return
-    session.finish(exit_code)
+    try:
+        session.finish(exit_code)
+    except OSError as exc:              # the script removed its -o folder, or the disk is full
+        raise TracekitError(f"could not write the bundle {session.out} ({exc.strerror or exc}); the script's "
+                            f"exit code was {exit_code}") from None
     trace = session.out / bundle.TRACE
     size = f"{trace.stat().st_size / 1e6:.2f} MB" if trace.exists() else "no trace"
     if session.step_rule == "whole script":

@@ -21,7 +21,9 @@ from pathlib import Path
 
 from tracekit import bundle
 from tracekit.capture.distributed import environment_info, process_group_info
+from tracekit.capture.own_files import OwnFiles
 from tracekit.errors import TracekitError, say_error
+from tracekit.outputs import write_atomic
 from tracekit.version import __version__
 
 _COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
@@ -67,6 +69,7 @@ class Session:
         self.execution_trace = None            # the ExecutionTraceObserver of the main recording
         self.record_execution_trace = execution_trace
         self.dist_info: dict | None = None     # torch.distributed's rank, world size, backend (once seen)
+        self.files = OwnFiles(self.out, lambda msg: _say(False, msg))   # what tracekit itself wrote there
 
     # profiler -----------------------------------------------------------------------------------
     def _new_profiler(self, execution_trace: bool = False):
@@ -303,16 +306,20 @@ class Session:
     # bundle -------------------------------------------------------------------------------------
     def _export(self, prof, json_path: Path, main: bool = False) -> Path:
         _say(self.quiet, f"writing {json_path.name}.gz")
+        self.files.claim(json_path.name), self.files.claim(json_path.name + ".gz")
         prof.export_chrome_trace(str(json_path))
         info = self.distributed_info() if main else None
-        return bundle.gzip_trace(json_path, self.quiet, self.kernel_paths,
-                                 {"distributedInfo": info} if info else None)
+        gz = bundle.gzip_trace(json_path, self.quiet, self.kernel_paths, {"distributedInfo": info} if info else None)
+        self.files.mark(gz.name)
+        return gz
 
     def write_meta(self, state: str) -> None:
         """meta.json: written with ``"state": "running"`` before the script starts (what a killed
-        capture leaves), then with ``"state": "done"`` and everything else by ``finish``."""
+        capture leaves), then with ``"state": "done"`` and everything else by ``finish``; atomically."""
         self.meta.update({"tracekit_version": __version__, "state": state})
-        (self.out / bundle.META).write_text(json.dumps(self.meta, indent=1, default=str) + "\n")
+        self.files.claim(bundle.META)
+        write_atomic(self.out / bundle.META, json.dumps(self.meta, indent=1, default=str).encode() + b"\n", "meta.json")
+        self.files.mark(bundle.META)
 
     def _close_execution_trace(self) -> str | None:
         """Finish the execution trace file and gzip it; its bundle name, or None."""
@@ -327,7 +334,9 @@ class Session:
         if not raw.is_file() or raw.stat().st_size == 0:
             raw.unlink(missing_ok=True)
             return None
-        return bundle.gzip_trace(raw, self.quiet, set()).name
+        self.files.claim(bundle.EXECUTION_TRACE)
+        self.files.mark(name := bundle.gzip_trace(raw, self.quiet, set()).name)
+        return name
 
     def finish(self, exit_code: int) -> Path:
         """Close the open step, stop, write trace.json.gz, kernels/ and meta.json; undo all patches."""
@@ -344,7 +353,10 @@ class Session:
         for undo in reversed(self._undo):
             undo()
         self._undo.clear()
+        self.files.check()
         trace = self.out / bundle.TRACE
+        if not self.files.owns(bundle.TRACE):
+            self.files.claim(bundle.TRACE)         # the script's own file of that name is never the trace
         if self.prof is not None and not trace.exists():
             self._export(self.prof, self.out / "trace.json", main=True)
         if not trace.exists():

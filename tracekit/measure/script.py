@@ -52,6 +52,7 @@ class Options:
     keep_trace: str | None = None
     flush_bytes: int | None = None        # buffer written before each cold step (default: twice the cache)
     quiet: bool = False
+    force: bool = False                   # replace existing -o files and a --keep-trace bundle
     command: list = field(default_factory=list)
 
 
@@ -167,6 +168,7 @@ def measure_script(script: str, args: list[str], options: Options) -> int:
             raise TracekitError(f"--{name.replace('_', '-')} {getattr(options, name)}: too small")
     out = Path(options.out or f"{path.stem}.measure.json").absolute()
     options.out = str(out.with_suffix(".json") if out.suffix != ".json" else out)
+    _check_outputs(options, [path, options.spec])
     options.command = options.command or [sys.executable, "-m", "tracekit", "measure", script, *args]
     measurer = Measurer(options)
     saved_path = sys.path[:]
@@ -196,3 +198,16 @@ def measure_script(script: str, args: list[str], options: Options) -> int:
         raise TracekitError(f"nothing measured: {what}")
     finish(exit_code)
     return exit_code
+
+
+def _check_outputs(options: Options, inputs: list) -> None:
+    """OUT.json, OUT.md and the --keep-trace bundle checked before the script runs (tracekit.outputs)."""
+    from tracekit import bundle
+    from tracekit.outputs import check_not_input, check_output_file
+
+    out = Path(options.out)
+    for target in (out, out.with_suffix(".md")):
+        check_output_file(target, "-o", inputs, options.force, make_parents=True)
+    if options.keep_trace:
+        check_not_input(options.keep_trace, "--keep-trace", inputs + [out, out.with_suffix(".md")])
+        bundle.prepare_out(options.keep_trace, options.force)
