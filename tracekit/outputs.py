@@ -114,7 +114,7 @@ def _check_file(path, option: str, inputs: Iterable, force: bool, make_parents: 
         _check_not_input(parent, option, inputs)
         return out
     if pst is None:
-        raise TracekitError(f"{option} {shown(out)}: its folder {shown(parent)} does not exist")
+        raise TracekitError(f"{option} {shown(out)}: its folder does not exist ({shown(parent)})")
     if not stat.S_ISDIR(pst.st_mode):
         raise TracekitError(f"{option} {shown(out)}: {shown(parent)} is not a folder")
     return out
