@@ -163,6 +163,9 @@ def measure_script(script: str, args: list[str], options: Options) -> int:
         check_window(options.energy_window_s)
     if options.reset_args not in ("auto", "on", "off"):
         raise TracekitError(f"--reset-args {options.reset_args!r}: expected auto, on or off")
+    for name, value in (("--floor-us", options.floor_us), ("--tokens-per-step", options.tokens_per_step)):
+        if value is not None and not 0 < value <= 1e15:        # inf, nan, 0 and negatives fail this
+            raise TracekitError(f"{name} {value}: must be a finite number above 0")
     for name in ("warmup", "repeats", "profile_steps"):
         if getattr(options, name) < (0 if name == "warmup" else 1):
             raise TracekitError(f"--{name.replace('_', '-')} {getattr(options, name)}: too small")

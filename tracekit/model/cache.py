@@ -166,8 +166,8 @@ def write(k: str | None, trace: Trace) -> bool:
     try:
         import pyarrow.parquet as pq
         table = _arrow_table(trace)
-    except (ValueError, TypeError, OverflowError, orjson.JSONEncodeError, ImportError):
-        return False
+    except (ValueError, TypeError, OverflowError, RecursionError, orjson.JSONEncodeError, ImportError):
+        return False                     # RecursionError: metadata nested deeper than Python recurses
     target = _path(root, k)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
