@@ -192,3 +192,26 @@ def _umask() -> int:
 def input_paths(*paths) -> list[Path]:
     """The paths a command reads, for ``check_output_*``: the given ones that are set."""
     return [Path(p) for p in paths if p]
+
+
+def json_bytes(doc, option: int = 0) -> bytes:
+    """``orjson.dumps(doc)``; strings that hold lone surrogates (a file name that is not UTF-8, as Python
+    reads it) are written with backslash escapes instead of failing (orjson refuses them)."""
+    import orjson
+
+    try:
+        return orjson.dumps(doc, option=option)
+    except TypeError as exc:
+        if "surrogates" not in str(exc):
+            raise
+        return orjson.dumps(_escaped(doc), option=option)
+
+
+def _escaped(value):
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_escaped(v) for v in value]
+    return value

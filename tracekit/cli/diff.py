@@ -11,6 +11,7 @@ import typer
 
 from tracekit.cli.options import DeviceOpt, NoCacheOpt, SpecOpt, StepMarker
 from tracekit.gcpause import with_collector_paused
+from tracekit.outputs import json_bytes
 
 
 class DiffFormat(str, Enum):
@@ -53,7 +54,7 @@ def register(app: typer.Typer) -> None:
         warn(sa), warn(sb)
         doc = compare(sa, sb, tol, allow_device_mismatch=allow_device_mismatch)
         if format is DiffFormat.json:
-            sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            sys.stdout.buffer.write(json_bytes(doc, orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         elif format is DiffFormat.markdown:
             sys.stdout.write(to_markdown(doc, top))
         else:

@@ -50,6 +50,8 @@ def run_ranks(trace_dir: str, fmt: str, workers=None, dask=None, use_cache: bool
 
     import orjson
 
+    from tracekit.outputs import json_bytes
+
     from tracekit import bundle
     from tracekit.errors import TracekitError
     from tracekit.ranks.run import analyse_ranks, warn
@@ -73,7 +75,7 @@ def run_ranks(trace_dir: str, fmt: str, workers=None, dask=None, use_cache: bool
     doc["source"] = "tracekit multi-rank bundle" if multi else "tracekit"
     warn(doc)
     if fmt == "json":
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        sys.stdout.buffer.write(json_bytes(doc, orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         return
     from tracekit.report.multirank import print_table, to_csv, to_markdown
     if fmt == "markdown":

@@ -10,6 +10,7 @@ import pandas as pd
 
 from tracekit.fusion.dataflow import fused_op_count, fusion_summary
 from tracekit.model.trace import Trace
+from tracekit.outputs import shown
 
 KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "fused_ops",
                  "kind", "step", "start_us", "stream", "device", "dtype", "compute_unit", "event_bytes", "launch",
@@ -88,7 +89,7 @@ def explain_dict(trace: Trace) -> dict:
     device = {"name": trace.device_name,
               "spec": spec.id if spec else None,
               "spec_name": spec.name if spec else None,
-              "spec_path": spec.path if spec else None}
+              "spec_path": shown(spec.path) if spec else None}
     step_rows = [{k: _clean(v) for k, v in r.items()} for r in steps.to_dict("records")]
     in_steps = df[df["step"] >= 0] if trace.steps else df         # per-step figures: the steps' kernels only
     by_cat = in_steps.groupby("category")["dur_us"].agg(["count", "sum"]) if len(in_steps) else None
@@ -116,7 +117,7 @@ def explain_dict(trace: Trace) -> dict:
     }
     summary.update(fusion_summary(trace))
     summary["execution_trace"] = trace.metadata.get("execution_trace")   # the ET joined, or None
-    return {"trace": trace.path, "device": device, "steps": step_rows, "kernels": kernels,
+    return {"trace": shown(trace.path), "device": device, "steps": step_rows, "kernels": kernels,
             "summary": summary, "warnings": list(trace.warnings)}
 
 
