@@ -175,8 +175,14 @@ def run(args: Optional[list[str]] = None) -> int:
     (TRACEKIT_DEBUG=1 re-raises it). ``main`` and the in-process test runner both call this.
     """
     argv = sys.argv[1:] if args is None else [str(a) for a in args]
-    if sys.stdout is None and argv[:1] not in (["capture"], ["measure"]):     # started with stdout closed
-        sys.stdout = _ClosedStream()
+    if argv[:1] not in (["capture"], ["measure"]):       # (those run the user's script in this process)
+        if sys.stdout is None:                            # started with stdout closed
+            sys.stdout = _ClosedStream()
+        elif hasattr(sys.stdout, "reconfigure"):          # a file name that is not UTF-8, printed: escaped
+            try:
+                sys.stdout.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
     try:
         app(args=argv, prog_name="tracekit")
     except SystemExit as exc:                     # click ends every run, success included, this way
