@@ -38,6 +38,11 @@ HOST_FIELDS = ("wall_us", "launches", "launch_us", "host_us", "sync_us", "runtim
 def step_table(trace: Trace) -> pd.DataFrame:
     """One row per step: kernels, kernel time, floor sum, gap, GPU busy % and idle time between kernels,
     and the host side: wall time, launches, CPU time in launches, host time between them, syncs."""
+    return pd.DataFrame(step_records(trace))
+
+
+def step_records(trace: Trace) -> list[dict]:
+    """``step_table``'s rows as dicts of plain Python values (NaN as None): what the JSON writes."""
     df = trace.kernels
     rows = []
     host = trace.metadata.get("runtime_per_step") or {}      # load/runtime.py: launches, host time per step
@@ -50,20 +55,26 @@ def step_table(trace: Trace) -> pd.DataFrame:
     floor_all, covered_all = df["floor_us"].to_numpy(dtype=float), df["covered"].to_numpy(dtype=bool)
     fused_all = df["fused_ops"].tolist()
     for k, lo, hi in zip(indices, bounds[0].tolist(), bounds[1].tolist()):
-        at = order[lo:hi] if k >= 0 else order[:0]
+        if hi == lo or k < 0:                 # a step without kernels (100k of them: no numpy per step)
+            rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=0, kernel_us=0.0, floor_us=None,
+                             costed_us=0.0, gap=None, costed_pct=None, busy_pct=None, idle_us=None, window_us=0.0,
+                             fused_ops=0, **{f: (host.get(k) or {}).get(f) for f in HOST_FIELDS}))
+            continue
+        at = order[lo:hi]
         dur = dur_all[at]
         floored = ~np.isnan(floor_all[at])
         floor = float(np.nansum(floor_all[at])) if floored.any() else None
         costed_us = float(dur[covered_all[at]].sum())
         busy, window = _busy(start_all[at], dur)
-        rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=len(at), kernel_us=float(dur.sum()),
+        total = float(dur.sum())
+        rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=len(at), kernel_us=total,
                          floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor else None,
-                         costed_pct=(100.0 * costed_us / dur.sum()) if dur.sum() > 0 else None,
+                         costed_pct=(100.0 * costed_us / total) if total > 0 else None,
                          busy_pct=(100.0 * busy / window) if window > 0 else None,
                          idle_us=(window - busy) if window > 0 else None, window_us=window,
                          fused_ops=fused_op_count(fused_all[i] for i in at.tolist()),
                          **{f: (host.get(k) or {}).get(f) for f in HOST_FIELDS}))
-    return pd.DataFrame(rows)
+    return rows
 
 
 def _busy(start: np.ndarray, dur: np.ndarray) -> tuple[float, float]:
@@ -80,7 +91,6 @@ def _busy(start: np.ndarray, dur: np.ndarray) -> tuple[float, float]:
 
 def explain_dict(trace: Trace) -> dict:
     """The JSON contract: device, steps, kernels (one per execution, time order), summary."""
-    steps = step_table(trace)
     df = trace.kernels
     # orjson writes NaN as null and tolist() gives plain Python values, so rows need no per-value cleaning
     cols = [df[c].tolist() if c in df else [None] * len(df) for c in KERNEL_FIELDS]
@@ -90,7 +100,7 @@ def explain_dict(trace: Trace) -> dict:
               "spec": spec.id if spec else None,
               "spec_name": spec.name if spec else None,
               "spec_path": shown(spec.path) if spec else None}
-    step_rows = [{k: _clean(v) for k, v in r.items()} for r in steps.to_dict("records")]
+    step_rows = step_records(trace)
     in_steps = df[df["step"] >= 0] if trace.steps else df         # per-step figures: the steps' kernels only
     by_cat = in_steps.groupby("category")["dur_us"].agg(["count", "sum"]) if len(in_steps) else None
     n_steps = max(1, len(trace.steps))
