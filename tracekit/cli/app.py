@@ -168,13 +168,25 @@ EXTRAS = {"torch": "capture", "mlx": "mlx", "pydot": "dot", "hta": "hta", "psuti
 
 
 def run(args: Optional[list[str]] = None) -> int:
-    """Run the CLI on ``args`` (default: ``sys.argv[1:]``) and return the exit status.
+    """Run the CLI on ``args`` (default: ``sys.argv[1:]``) and return the exit status; warnings are held
+    to its end (printed once each, none after an error: tracekit.cli.held_warnings)."""
+    argv = sys.argv[1:] if args is None else [str(a) for a in args]
+    if argv[:1] in (["capture"], ["measure"]):          # the user's script runs here: its stderr is its own
+        return _run(argv)
+    from tracekit.cli.held_warnings import held_warnings
+
+    with held_warnings() as state:
+        state["code"] = code = _run(argv)
+    return code
+
+
+def _run(argv: list[str]) -> int:
+    """One command.
 
     Unusable input (TracekitError) is one line on stderr and status 2; a missing optional package
     is one line naming the extra that installs it; anything else is one "internal error" line
     (TRACEKIT_DEBUG=1 re-raises it). ``main`` and the in-process test runner both call this.
     """
-    argv = sys.argv[1:] if args is None else [str(a) for a in args]
     if argv[:1] not in (["capture"], ["measure"]):       # (those run the user's script in this process)
         if sys.stdout is None:                            # started with stdout closed
             sys.stdout = _ClosedStream()
