@@ -195,3 +195,15 @@ def test_a_script_that_removes_its_bundle_folder_still_gets_its_bundle(tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "removed the bundle folder" in proc.stderr
     assert (out / "trace.json.gz").is_file() and json.loads((out / "meta.json").read_text())["state"] == "done"
+
+
+@torch_needed
+def test_os_exit_from_another_thread_still_writes_the_bundle(tmp_path):
+    out = tmp_path / "out"
+    job = _job(tmp_path, "import threading\nt = threading.Thread(target=lambda: os._exit(3))\nt.start()\nt.join()\n"
+                         "print('not reached')\n")
+    proc = run_cli_subprocess("capture", job, "-o", out, "-q")     # SIGSEGV and no bundle before
+    assert proc.returncode == 3, proc.stderr
+    assert "not reached" not in proc.stdout
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["state"] == "done" and meta["exit_code"] == 3 and (out / "trace.json.gz").is_file()

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from tracekit.capture.runner import load_script, run_script
 from tracekit.capture.root_module import hook_root_module
-from tracekit.capture.script import WRAP_NAME, bundle_on_every_exit, install_step_fn, is_mlx_script
+from tracekit.capture.script import (WRAP_NAME, bundle_on_every_exit, end_if_a_thread_exited, install_step_fn,
+                                     is_mlx_script)
 from tracekit.errors import TracekitError, say_error
 
 MLX_HOW = ("MLX scripts are not measured by tracekit measure: time `mx.eval(step(...))` with "
@@ -187,9 +188,12 @@ def measure_script(script: str, args: list[str], options: Options) -> int:
             measurer.result["script"] = {"path": str(path.resolve()), "args": list(args), "exit_code": exit_code}
             write_outputs(measurer.result, options, show=not options.quiet)
 
-    with bundle_on_every_exit(finish):
+    with bundle_on_every_exit(finish) as exits:
         exit_code = run_script(code, path, [script, *args], {WRAP_NAME: measurer.wrap_step_fn})
     measurer.remove_hooks()
+    if "code" in exits:                   # a thread's os._exit: write what there is, end now
+        finish(exit_code)
+        end_if_a_thread_exited(exits)
     if measurer.result is None:
         what = ("the root nn.Module was called at most once (measure repeats it at its second call; "
                 "or give --step-fn)" if measurer.first_call_s is not None
