@@ -12,6 +12,7 @@ import re
 import pandas as pd
 
 from tracekit.ops import lookup
+from tracekit.ops.inductor import is_template_gemm
 
 CATEGORIES = ("gemm", "gemv", "conv", "attention", "elementwise", "reduction", "norm", "softmax",
               "memcpy", "memset", "communication", "triton", "other")
@@ -26,7 +27,7 @@ NAME_RULES: list[tuple[str, str]] = [
     ("conv", r"conv|implicit_gemm|winograd|fprop|dgrad|wgrad|miopen|igemm"),       # + _cudnn_not_gemm
     ("gemv", r"gemv|gemvx|splitk_gemv|dot_kernel|skinny|wvsplitk|llgemm"),
     ("gemm", r"(?<!fb)gemm(?!_gpu)|nvjet|cutlass|cublas|cijk_|matmul|_mm_|xmma|sm\d+_xmma|hipblaslt|tensile"
-             r"|fused_moe|moe_gemm|grouped_gemm|wmma|mfma|^bmm_|^gemm_"),         # + _triton_template_gemm
+             r"|fused_moe|moe_gemm|grouped_gemm|wmma|mfma|^bmm_|^gemm_"),         # + ops.inductor.is_template_gemm
     ("triton", r"^triton_|^triton__|^_triton"),
     ("reduction", r"reduce|reduction|cub::|radix|argmax|argmin|topk|top_k|sort|scan|cumsum|_max_kernel"
                   r"|_sum_kernel|_mean_kernel|norm_kernel|histogram|pool"),
@@ -47,34 +48,13 @@ UNKNOWN_OP_RULES: list[tuple[str, str]] = [
     ("elementwise", r"^aten::"),
 ]
 
-_TEMPLATE_OPS = ("mm", "addmm", "bmm", "baddbmm")
-_TEMPLATE_GEMM = re.compile(r"_(?:mm|addmm|bmm|baddbmm)")
-_WORD_END = re.compile(r"\W")
-
-
-def _triton_template_gemm(name: str) -> bool:
-    """``triton_tem_fused_`` followed, in the same word, by mm/addmm/bmm/baddbmm at its start or after
-    an ``_`` (an Inductor GEMM template). Each word is looked at once from its first occurrence: the
-    regex ``triton_tem_fused_(?:\w*_)?(?:mm|...)`` rescanned the word from every occurrence (13-37 s
-    on a long name, issue 27)."""
-    at = name.find("triton_tem_fused_")
-    while at >= 0:
-        start = at + 17
-        end = _WORD_END.search(name, start)
-        stop = end.start() if end else len(name)
-        if name.startswith(_TEMPLATE_OPS, start, stop) or _TEMPLATE_GEMM.search(name, start, stop):
-            return True
-        at = name.find("triton_tem_fused_", stop)
-    return False
-
-
 def _cudnn_not_gemm(name: str) -> bool:
     """``cudnn::`` with no ``gemm`` after it on its line: the last occurrence has the least after it, so
     only it is looked at (the lookahead ``cudnn::(?!.*gemm)`` scanned from every occurrence)."""
     return any("gemm" not in line[line.rfind("cudnn::"):] for line in name.split("\n") if "cudnn::" in line)
 
 
-_EXTRA = {"conv": _cudnn_not_gemm, "gemm": _triton_template_gemm}    # linear-time rules a regex made quadratic
+_EXTRA = {"conv": _cudnn_not_gemm, "gemm": is_template_gemm}    # linear-time rules a regex made quadratic
 _NAME = [(cat, re.compile(rx)) for cat, rx in NAME_RULES]
 _UNKNOWN_OP = [(cat, re.compile(rx)) for cat, rx in UNKNOWN_OP_RULES]
 

@@ -28,6 +28,27 @@ def is_inductor_kernel(name: str | None) -> bool:
     return isinstance(name, str) and (name.startswith("triton_") or name.startswith("cpp_fused"))
 
 
+_TEMPLATE_OPS = ("mm", "addmm", "bmm", "baddbmm")
+_TEMPLATE_GEMM = re.compile(r"_(?:mm|addmm|bmm|baddbmm)")
+_WORD_END = re.compile(r"\W")
+
+
+def is_template_gemm(name: str) -> bool:
+    r"""``triton_tem_fused_`` followed, in the same word, by mm/addmm/bmm/baddbmm at its start or after
+    an ``_`` (an Inductor GEMM template). Each word is looked at once from its first occurrence: the
+    regex ``triton_tem_fused_(?:\w*_)?(?:mm|...)`` rescanned the word from every occurrence (13-37 s
+    on a long name, issue 27)."""
+    at = name.find("triton_tem_fused_")
+    while at >= 0:
+        start = at + 17
+        end = _WORD_END.search(name, start)
+        stop = end.start() if end else len(name)
+        if name.startswith(_TEMPLATE_OPS, start, stop) or _TEMPLATE_GEMM.search(name, start, stop):
+            return True
+        at = name.find("triton_tem_fused_", stop)
+    return False
+
+
 def names_no_ops(name: str) -> bool:
     """Inductor names that carry no op names: ``triton__0d1d2d``, ``triton_poi_0``, ``triton_``."""
     return bool(_OLD_TRITON.match(name) or _BARE.fullmatch(name))
