@@ -207,3 +207,12 @@ def test_os_exit_from_another_thread_still_writes_the_bundle(tmp_path):
     assert "not reached" not in proc.stdout
     meta = json.loads((out / "meta.json").read_text())
     assert meta["state"] == "done" and meta["exit_code"] == 3 and (out / "trace.json.gz").is_file()
+
+
+@torch_needed
+def test_capture_out_under_a_file_or_in_proc_is_one_line(tmp_path):
+    job = _job(tmp_path, "")
+    (tmp_path / "afile").write_text("mine")
+    _one_line_error(run_cli("capture", job, "-o", tmp_path / "afile" / "out"), "cannot make the bundle folder")
+    _one_line_error(run_cli("capture", job, "-o", "/proc/tracekit-out"), "cannot make the bundle folder")
+    assert (tmp_path / "afile").read_text() == "mine"

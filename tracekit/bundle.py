@@ -115,7 +115,10 @@ def prepare_out(out: str | Path, force: bool) -> Path:
                 shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
                 raise TracekitError(f"{p} holds files tracekit did not write ({shown}): refusing to replace it")
             _remove_bundle_files(p)
-    p.mkdir(parents=True, exist_ok=True)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:                      # under a file, in /proc, read-only, full
+        raise TracekitError(f"{p}: cannot make the bundle folder ({exc.strerror or exc})") from None
     return p
 
 
