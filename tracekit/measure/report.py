@@ -92,6 +92,6 @@ def write_outputs(doc: dict, options, show: bool = True) -> None:
     out = Path(options.out)
     write_atomic(out, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
                                    | orjson.OPT_NON_STR_KEYS) + b"\n", "-o", make_parents=True)
-    write_atomic(out.with_suffix(".md"), to_markdown(doc).encode("utf-8", "surrogateescape"), "-o")
+    write_atomic(out.with_suffix(".md"), to_markdown(doc).encode("utf-8", "backslashreplace"), "-o")
     if show:
         say_error(to_text(doc) + f"tracekit: wrote {out} and {out.with_suffix('.md').name}\n")

@@ -95,7 +95,7 @@ def write_html(traces: list[Trace], docs: list[dict], path: str | Path, devices:
             "in the tracekit repository.</p></body></html>\n")
     from tracekit.outputs import write_atomic
 
-    return write_atomic(path, page.encode("utf-8", "surrogateescape"), "--html")
+    return write_atomic(path, page.encode("utf-8", "backslashreplace"), "--html")
 
 
 def html_section(trace: Trace, doc: dict, graph: int | None = None, devices: dict | None = None) -> str:
