@@ -128,10 +128,11 @@ def bundle_on_every_exit(finish):
     pending: dict = {}
 
     def _exit(code: int = 0) -> None:
-        if os.getpid() == pid and threading.current_thread() is not main and signal.SIGTERM in saved:
-            pending["code"] = code
-            signal.pthread_kill(main.ident, signal.SIGTERM)
-            threading.Event().wait(60)              # the main thread writes the bundle and ends the process
+        if os.getpid() == pid and threading.current_thread() is not main:
+            if signal.SIGTERM in saved:             # else the script's own SIGTERM handler: no bundle, no crash
+                pending["code"] = code
+                signal.pthread_kill(main.ident, signal.SIGTERM)
+                threading.Event().wait(60)          # the main thread writes the bundle and ends the process
         elif os.getpid() == pid:                    # not in a forked worker: it is the script leaving
             try:
                 finish(code)
