@@ -2,7 +2,9 @@
 and diff, in process, with a fixed seed (tests/fuzz/engine.py says what is mutated and checked).
 
 The inputs are synthetic: real traces, explain JSON, rules files and MLX sidecars with fields dropped,
-retyped or duplicated, events cut, types swapped, huge numbers, NaN strings and wrong nesting. Every
+retyped or duplicated, events cut, types swapped, huge numbers, NaN strings and wrong nesting; and
+issue 27's classes (tests/fuzz/hostile.py): output paths aimed at the input, spec numbers out of range,
+overflowing Input Dims under a max_gap gate, 100 KB hostile kernel names. Every
 run must exit 0, 1 or 2 with no traceback and no internal error, stderr lines must be single
 ``tracekit: `` lines, explain must give the same exit code in every format, and a rules file that
 could pass anything must be exit 2. The longer run: ``python tests/fuzz/run.py --cases 5000``."""

@@ -8,7 +8,7 @@ import orjson
 
 from tracekit.classify.categories import classify
 from tracekit.cost.devices import load_spec, match_device, spec_by_id
-from tracekit.cost.roofline import apply_roofline, cost_rows
+from tracekit.cost.roofline import OUT_OF_RANGE, apply_roofline, cost_rows
 from tracekit.errors import TracekitError
 from tracekit import bundle
 from tracekit.fusion.exact import join_execution_trace
@@ -170,6 +170,10 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
         fill_tensor_lists(df, et_data)              # list shapes this profiler left out, before io and cost
     annotate_fusion(df, bundle_dir, sources)
     cost_rows(df, sources.roles)
+    dropped = int((df["cost_note"] == OUT_OF_RANGE).sum()) if len(df) else 0
+    if dropped:
+        trace.warnings.append(f"{dropped} kernels have FLOPs or bytes that are not finite, negative or over 2^53 "
+                              "(shapes or sizes out of range): no floor for them")
     if et_data is not None:
         _join_et(trace, df, et, sources, et_data)
     trace.spec = choose_spec(trace, device, spec)

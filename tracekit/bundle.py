@@ -115,7 +115,10 @@ def prepare_out(out: str | Path, force: bool) -> Path:
                 shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
                 raise TracekitError(f"{p} holds files tracekit did not write ({shown}): refusing to replace it")
             _remove_bundle_files(p)
-    p.mkdir(parents=True, exist_ok=True)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:                      # under a file, in /proc, read-only, full
+        raise TracekitError(f"{p}: cannot make the bundle folder ({exc.strerror or exc})") from None
     return p
 
 
@@ -163,8 +166,8 @@ def gzip_trace(json_path: Path, quiet: bool, kernel_paths: set[str], add_fields:
     gz, size, chunk = json_path.with_name(json_path.name + ".gz"), json_path.stat().st_size, 1 << 22
     bar = Progress(TextColumn("tracekit: gzip {task.description}"), BarColumn(), DownloadColumn(),
                    console=Console(stderr=True), transient=True, disable=quiet or size < (32 << 20))
-    tail = b""
-    with bar, open(json_path, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
+    tail, tmp = b"", gz.with_name(f".{gz.name}.tmp")      # written whole, then renamed into place
+    with bar, open(json_path, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
         task = bar.add_task(json_path.name, total=size)
         first = True
         while block := src.read(chunk):
@@ -176,6 +179,7 @@ def gzip_trace(json_path: Path, quiet: bool, kernel_paths: set[str], add_fields:
                 kernel_paths.add(json.loads(b'"' + m.group(1) + b'"'))
             tail = block[-4096:]
             bar.advance(task, len(block))
+    os.replace(tmp, gz)
     json_path.unlink()
     return gz
 

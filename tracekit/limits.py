@@ -36,14 +36,16 @@ MAX_SMALL_FILE = 16 << 20           # rules files and other hand-written text
 MAX_PATTERN_CHARS = 1000
 MAX_MATCH_CHARS = 16384             # characters of one name a user regex sees (longest real name: ~5k)
 REGEX_SECONDS = 5.0                 # matching time one user regex may spend on one input
+MAX_REGEX_SECONDS = 86400.0         # TRACEKIT_REGEX_SECONDS at most a day (the timer overflowed at 1e10)
 _CHUNK = 1 << 20
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def _env_number(name: str, default: float, integer: bool = True) -> float:
-    """``default``, or the environment's value: a number, for sizes with an optional K/M/G suffix."""
+def _env_number(name: str, default: float, integer: bool = True, maximum: float = float(1 << 62)) -> float:
+    """``default``, or the environment's value: a number, for sizes with an optional K/M/G suffix, from
+    above 0 to ``maximum``."""
     text = os.environ.get(name, "").strip()
     if not text:
         return default
@@ -55,6 +57,8 @@ def _env_number(name: str, default: float, integer: bool = True) -> float:
     if not value > 0 or value == float("inf"):
         raise TracekitError(f"{name}={text!r}: expected a positive number" + (" (suffix K, M or G allowed)"
                                                                                if integer else ""))
+    if value > maximum:
+        raise TracekitError(f"{name}={text!r}: at most {maximum:g}")
     return int(value) if integer else value
 
 
@@ -72,7 +76,7 @@ def max_gzip_ratio() -> float:
 
 
 def regex_seconds() -> float:
-    return _env_number("TRACEKIT_REGEX_SECONDS", REGEX_SECONDS, integer=False)
+    return _env_number("TRACEKIT_REGEX_SECONDS", REGEX_SECONDS, integer=False, maximum=MAX_REGEX_SECONDS)
 
 
 def size_text(n: float) -> str:

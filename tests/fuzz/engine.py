@@ -245,6 +245,7 @@ class Case:
     commands: list[list[str]]           # each run; "explain" ones in every format
     files: list[Path] = field(default_factory=list)
     expect: set[int] | None = None      # exit codes the input must give (a gate fails closed), if known
+    unchanged: dict = field(default_factory=dict)   # file → bytes it must still hold after the run
 
 
 def _trace_case(rng, workdir: Path, k: int) -> Case:
@@ -348,9 +349,13 @@ def _mlx_case(rng, workdir: Path, k: int) -> Case:
 
 
 def make_case(rng: random.Random, workdir: Path, k: int) -> Case:
+    from fuzz.hostile import MAKERS                # issue 27's classes
+
     r = rng.random()
-    if r < 0.72:
+    if r < 0.62:
         return _trace_case(rng, workdir, k)
+    if r < 0.72:
+        return rng.choice(MAKERS)(rng, workdir, k, SOURCES, Case)
     if r < 0.84:
         return _explain_json_case(rng, workdir, k)
     if r < 0.94:
@@ -388,6 +393,12 @@ def invoke(args: list[str]) -> Outcome:
     return Outcome(code, out, err, error)
 
 
+def _lost(case: Case) -> list[str]:
+    """Files the run changed although it had to leave them alone (an output aimed at an input)."""
+    return [f"{path.name} was changed (an output overwrote it)" for path, data in case.unchanged.items()
+            if not path.is_file() or path.read_bytes() != data]
+
+
 def problems(out: Outcome) -> list[str]:
     bad = []
     if out.error is not None:
@@ -415,6 +426,8 @@ def run_case(case: Case) -> list[str]:
             codes = {fmt: out.code for fmt, out in outs.items()}
             if len(set(codes.values())) > 1:
                 bad.append(f"exit codes differ by format: {codes}")
+            if case.expect is not None and codes["json"] not in case.expect:
+                bad.append(f"explain: exit {codes['json']}, expected {sorted(case.expect)}")
             if outs["json"].code == 0:
                 try:
                     json.loads(outs["json"].stdout)
@@ -431,7 +444,7 @@ def run_case(case: Case) -> list[str]:
                     xml.dom.minidom.parseString(out.stdout.encode())
                 except Exception as exc:  # noqa: BLE001 - any parser error is the finding
                     bad.append(f"check -f junit wrote invalid XML ({exc})")
-    return bad
+    return bad + _lost(case)
 
 
 def fuzz(n: int, seed: int, workdir: Path, on_case=None) -> dict:

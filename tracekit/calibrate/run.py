@@ -16,6 +16,7 @@ from pathlib import Path
 from tracekit.calibrate.figures import Calibration
 from tracekit.calibrate.spec_file import compare, matching_builtin, spec_toml, table
 from tracekit.errors import TracekitError
+from tracekit.outputs import check_output_file, write_atomic
 
 BACKENDS = ("cuda", "mps", "mlx", "mlx-cpu", "cpu")
 FORMATS = ("table", "toml", "json")
@@ -60,14 +61,12 @@ def measure(backend: str, quick: bool, progress: Callable[[str], None]) -> Calib
 
 
 def calibrate_command(device: str | None, out: str | None, fmt: str | None, quick: bool, spec_id: str | None,
-                      name: str | None, quiet: bool) -> int:
+                      name: str | None, quiet: bool, force: bool = False) -> int:
     """Run ``tracekit calibrate``; returns the exit status (input errors raise TracekitError)."""
     fmt = fmt or ("table" if out else "toml")
     if fmt not in FORMATS:
         raise TracekitError(f"--format {fmt!r}: unknown (choose one of {', '.join(FORMATS)})")
-    target = Path(out) if out else None
-    if target is not None and (target.is_dir() or not target.parent.is_dir()):
-        raise TracekitError(f"-o {out}: " + ("is a folder" if target.is_dir() else "its folder does not exist"))
+    target = check_output_file(out, "-o", force=force) if out else None     # before minutes of measuring
     spec_id = spec_id or (target.stem if target is not None else None)
     backend = pick_backend(device)
     spec_id = spec_id or f"calibrated-{backend}"
@@ -77,7 +76,7 @@ def calibrate_command(device: str | None, out: str | None, fmt: str | None, quic
     cal = measure(backend, quick, progress)
     text = spec_toml(cal, spec_id, name)
     if target is not None:
-        target.write_text(text, encoding="utf-8")
+        write_atomic(target, text.encode("utf-8"), "-o")
         _check_round_trip(target)
     builtin = matching_builtin(cal)
     human = table(cal, builtin, str(target) if target is not None else None)

@@ -118,32 +118,52 @@ class ScriptTerminated(SystemExit):
 def bundle_on_every_exit(finish):
     """While the script runs, ``os._exit`` and SIGTERM/SIGHUP first write the bundle (``finish(code)``)
     and then end the process with the script's code (128 + signal for a signal). SIGKILL cannot be
-    caught: the bundle then holds the meta.json written at the start, ``"state": "running"``."""
-    real_exit, pid = os._exit, os.getpid()
+    caught: the bundle then holds the meta.json written at the start, ``"state": "running"``.
+
+    ``os._exit`` from another thread cannot stop the profiler (its session belongs to the main thread:
+    exporting from there crashed with SIGSEGV): that thread hands the exit to the main thread with a
+    SIGTERM that unwinds the script with its code, and waits; the caller then writes the bundle and
+    ends the process with ``os._exit`` (the yielded dict's ``"code"``)."""
+    real_exit, pid, main = os._exit, os.getpid(), threading.main_thread()
+    pending: dict = {}
 
     def _exit(code: int = 0) -> None:
-        if os.getpid() == pid:                      # not in a forked worker: it is the script leaving
+        if os.getpid() == pid and threading.current_thread() is not main:
+            if signal.SIGTERM in saved:             # else the script's own SIGTERM handler: no bundle, no crash
+                pending["code"] = code
+                signal.pthread_kill(main.ident, signal.SIGTERM)
+                threading.Event().wait(60)          # the main thread writes the bundle and ends the process
+        elif os.getpid() == pid:                    # not in a forked worker: it is the script leaving
             try:
                 finish(code)
+            except TracekitError as exc:
+                say_error(f"tracekit: {exc}\n")
             except BaseException:                   # noqa: BLE001  (exiting anyway)
                 pass
         real_exit(code)
 
     def on_signal(signum, frame):
-        raise ScriptTerminated(128 + signum)
+        raise ScriptTerminated(pending.get("code", 128 + signum))
 
     saved = {}
-    if threading.current_thread() is threading.main_thread():
+    if threading.current_thread() is main:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) in (signal.SIG_DFL, None):
                 saved[sig] = signal.signal(sig, on_signal)
     os._exit = _exit
     try:
-        yield
+        yield pending
     finally:
         os._exit = real_exit
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+def end_if_a_thread_exited(pending: dict) -> None:
+    """After the bundle is written: a thread's ``os._exit`` ends the process now, with its code (the
+    thread waits; exiting through the interpreter would wait for it)."""
+    if "code" in pending:
+        _end_forked_child(pending["code"])
 
 
 def capture_script(script: str, args: list[str], out: str | None = None, steps: int | None = None,
@@ -159,6 +179,8 @@ def capture_script(script: str, args: list[str], out: str | None = None, steps: 
     if warmup < 0:
         raise TracekitError("--warmup must be 0 or more")
     out_dir = (Path(out) if out else Path(f"{path.stem}.tracekit")).absolute()   # the script may chdir
+    from tracekit.outputs import check_not_input
+    check_not_input(out_dir, "-o", [path])
     if is_mlx_script(source):
         return _capture_mlx(path, args, out_dir, quiet, force)
     
@@ -180,17 +202,38 @@ def capture_script(script: str, args: list[str], out: str | None = None, steps: 
     if not step_fn:
         session.hook_root_module()
     session.start()
-    with bundle_on_every_exit(lambda code: _finish(session, code, quiet)):
+    pid = os.getpid()
+    with bundle_on_every_exit(lambda code: _finish(session, code, quiet)) as exits:
         exit_code = run_script(code, path, [script, *args], {WRAP_NAME: session.wrap_step_fn})
+    if os.getpid() != pid:              # a child the script forked ran to its end: the bundle is the parent's,
+        _end_forked_child(exit_code)    # and the profiler's threads did not survive the fork
     _finish(session, exit_code, quiet)
+    end_if_a_thread_exited(exits)
     return exit_code
+
+
+def _end_forked_child(exit_code: int) -> None:
+    """End the process now, its output flushed: a forked child of the script that ran to the end of it
+    (exiting through the interpreter would stop a profiler whose threads stayed in the parent: a hang),
+    or after a thread's ``os._exit``."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(exit_code)
 
 
 def _finish(session, exit_code: int, quiet: bool) -> None:
     """Write the bundle (once) and say what it holds."""
     if session.finished:
         return
-    session.finish(exit_code)
+    try:
+        session.finish(exit_code)
+    except OSError as exc:              # the script removed its -o folder, or the disk is full
+        raise TracekitError(f"could not write the bundle {session.out} ({exc.strerror or exc}); the script's "
+                            f"exit code was {exit_code}") from None
     trace = session.out / bundle.TRACE
     size = f"{trace.stat().st_size / 1e6:.2f} MB" if trace.exists() else "no trace"
     if session.step_rule == "whole script":

@@ -13,7 +13,6 @@ a capture made while the profiler is idle (warm-up) is recorded on its own into
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import warnings
@@ -21,8 +20,11 @@ from pathlib import Path
 
 from tracekit import bundle
 from tracekit.capture.distributed import environment_info, process_group_info
+from tracekit.capture.environment import describe_environment
 from tracekit.capture.progress import StepTicker
+from tracekit.capture.own_files import OwnFiles
 from tracekit.errors import TracekitError, say_error
+from tracekit.outputs import write_atomic
 from tracekit.version import __version__
 
 _COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
@@ -70,6 +72,7 @@ class Session:
         self.record_execution_trace = execution_trace
         self.record_modules = modules           # nn.Module events (with_modules): explain --by module
         self.dist_info: dict | None = None     # torch.distributed's rank, world size, backend (once seen)
+        self.files = OwnFiles(self.out, lambda msg: _say(False, msg))   # what tracekit itself wrote there
 
     # profiler -----------------------------------------------------------------------------------
     def _new_profiler(self, execution_trace: bool = False):
@@ -315,16 +318,20 @@ class Session:
     # bundle -------------------------------------------------------------------------------------
     def _export(self, prof, json_path: Path, main: bool = False) -> Path:
         _say(self.quiet, f"writing {json_path.name}.gz")
+        self.files.claim(json_path.name), self.files.claim(json_path.name + ".gz")
         prof.export_chrome_trace(str(json_path))
         info = self.distributed_info() if main else None
-        return bundle.gzip_trace(json_path, self.quiet, self.kernel_paths,
-                                 {"distributedInfo": info} if info else None)
+        gz = bundle.gzip_trace(json_path, self.quiet, self.kernel_paths, {"distributedInfo": info} if info else None)
+        self.files.mark(gz.name)
+        return gz
 
     def write_meta(self, state: str) -> None:
         """meta.json: written with ``"state": "running"`` before the script starts (what a killed
-        capture leaves), then with ``"state": "done"`` and everything else by ``finish``."""
+        capture leaves), then with ``"state": "done"`` and everything else by ``finish``; atomically."""
         self.meta.update({"tracekit_version": __version__, "state": state})
-        (self.out / bundle.META).write_text(json.dumps(self.meta, indent=1, default=str) + "\n")
+        self.files.claim(bundle.META)
+        write_atomic(self.out / bundle.META, json.dumps(self.meta, indent=1, default=str).encode() + b"\n", "meta.json")
+        self.files.mark(bundle.META)
 
     def _close_execution_trace(self) -> str | None:
         """Finish the execution trace file and gzip it; its bundle name, or None."""
@@ -339,7 +346,9 @@ class Session:
         if not raw.is_file() or raw.stat().st_size == 0:
             raw.unlink(missing_ok=True)
             return None
-        return bundle.gzip_trace(raw, self.quiet, set()).name
+        self.files.claim(bundle.EXECUTION_TRACE)
+        self.files.mark(name := bundle.gzip_trace(raw, self.quiet, set()).name)
+        return name
 
     def finish(self, exit_code: int) -> Path:
         """Close the open step, stop, write trace.json.gz, kernels/ and meta.json; undo all patches."""
@@ -356,7 +365,10 @@ class Session:
         for undo in reversed(self._undo):
             undo()
         self._undo.clear()
+        self.files.check()
         trace = self.out / bundle.TRACE
+        if not self.files.owns(bundle.TRACE):
+            self.files.claim(bundle.TRACE)         # the script's own file of that name is never the trace
         if self.prof is not None and not trace.exists():
             self._export(self.prof, self.out / "trace.json", main=True)
         if not trace.exists():
@@ -378,23 +390,3 @@ class Session:
         self.write_meta("done")
         return self.out
 
-
-def describe_environment(torch) -> dict:
-    """Versions, device name and properties, date."""
-    import datetime
-    import platform
-
-    env = {"torch_version": torch.__version__, "cuda_version": torch.version.cuda,
-           "hip_version": getattr(torch.version, "hip", None), "python_version": platform.python_version(),
-           "platform": platform.platform(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-           "devices": []}
-    if torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            p = torch.cuda.get_device_properties(i)
-            env["devices"].append({k: str(getattr(p, k)) if k == "uuid" else getattr(p, k) for k in (  # _CUuuid
-                "name", "major", "minor", "total_memory", "multi_processor_count", "L2_cache_size",
-                "max_threads_per_multi_processor", "warp_size", "gcnArchName", "uuid") if hasattr(p, k)})
-        env["device_name"] = env["devices"][0]["name"]
-    else:
-        env["device_name"] = f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
-    return env

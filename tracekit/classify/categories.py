@@ -12,6 +12,7 @@ import re
 import pandas as pd
 
 from tracekit.ops import lookup
+from tracekit.ops.inductor import is_template_gemm
 
 CATEGORIES = ("gemm", "gemv", "conv", "attention", "elementwise", "reduction", "norm", "softmax",
               "memcpy", "memset", "communication", "triton", "other")
@@ -23,10 +24,10 @@ NAME_RULES: list[tuple[str, str]] = [
     ("softmax", r"softmax"),
     ("norm", r"layer_?norm|rms_?norm|group_?norm|batch_?norm|instance_?norm|bn_fw|bn_bw|welford|_norm_"
              r"|normalization|layernorm|rmsnorm|gammabetabackward"),
-    ("conv", r"conv|implicit_gemm|winograd|fprop|dgrad|wgrad|miopen|igemm|cudnn::(?!.*gemm)"),
+    ("conv", r"conv|implicit_gemm|winograd|fprop|dgrad|wgrad|miopen|igemm"),       # + _cudnn_not_gemm
     ("gemv", r"gemv|gemvx|splitk_gemv|dot_kernel|skinny|wvsplitk|llgemm"),
-    ("gemm", r"(?<!fb)gemm(?!_gpu)|nvjet|cutlass|cublas|cijk_|matmul|_mm_|xmma|sm\d+_xmma|hipblaslt|tensile|triton_tem_fused_"
-             r"(?:\w*_)?(?:mm|addmm|bmm|baddbmm)|fused_moe|moe_gemm|grouped_gemm|wmma|mfma|^bmm_|^gemm_"),
+    ("gemm", r"(?<!fb)gemm(?!_gpu)|nvjet|cutlass|cublas|cijk_|matmul|_mm_|xmma|sm\d+_xmma|hipblaslt|tensile"
+             r"|fused_moe|moe_gemm|grouped_gemm|wmma|mfma|^bmm_|^gemm_"),         # + ops.inductor.is_template_gemm
     ("triton", r"^triton_|^triton__|^_triton"),
     ("reduction", r"reduce|reduction|cub::|radix|argmax|argmin|topk|top_k|sort|scan|cumsum|_max_kernel"
                   r"|_sum_kernel|_mean_kernel|norm_kernel|histogram|pool"),
@@ -47,6 +48,13 @@ UNKNOWN_OP_RULES: list[tuple[str, str]] = [
     ("elementwise", r"^aten::"),
 ]
 
+def _cudnn_not_gemm(name: str) -> bool:
+    """``cudnn::`` with no ``gemm`` after it on its line: the last occurrence has the least after it, so
+    only it is looked at (the lookahead ``cudnn::(?!.*gemm)`` scanned from every occurrence)."""
+    return any("gemm" not in line[line.rfind("cudnn::"):] for line in name.split("\n") if "cudnn::" in line)
+
+
+_EXTRA = {"conv": _cudnn_not_gemm, "gemm": is_template_gemm}    # linear-time rules a regex made quadratic
 _NAME = [(cat, re.compile(rx)) for cat, rx in NAME_RULES]
 _UNKNOWN_OP = [(cat, re.compile(rx)) for cat, rx in UNKNOWN_OP_RULES]
 
@@ -57,7 +65,7 @@ def category_of(name: str, kind: str = "kernel", op: str | None = None) -> str:
         return kind
     lowered = name.lower()
     for cat, rx in _NAME:
-        if rx.search(lowered):
+        if rx.search(lowered) or (cat in _EXTRA and _EXTRA[cat](lowered)):
             return cat
     if isinstance(op, str):
         cat = op_category(op)

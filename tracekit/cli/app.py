@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 a check failed, 2 unusable input or usage.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from enum import Enum
@@ -85,6 +86,7 @@ def explain(
                                        "roofline, timeline, tables, fusion chain) to this file"),
     perfetto: Optional[str] = typer.Option(None, "--perfetto", help="Also write the trace with tracekit's facts in each "
                                            "kernel's args and per-step counters (Perfetto UI); .gz: gzipped"),
+    force: bool = typer.Option(False, "--force/--no-force", metavar="", help="Replace an existing --html / --perfetto / --xlsx file"),
     wide: bool = typer.Option(False, "--wide/--no-wide", metavar="", help="Table: every column, whatever the terminal's width"),
     width: Optional[int] = typer.Option(None, "--width", min=40, help="Table width in columns (default: the "
                                         "terminal's; piped: $COLUMNS, else 200)"),
@@ -120,6 +122,7 @@ def explain(
     if depth is not None and by is not By.module:
         raise TracekitError("--depth sets how much of the module tree --by module shows: add --by module")
     pattern = UserRegex(filter, "--filter") if filter is not None else None     # refused before loading
+    _check_outputs({"--html": html, "--perfetto": perfetto, "--xlsx": xlsx}, [trace, et, spec, graph_captures], force)
     if devices is not None:
         from tracekit.cost.multi import parse_devices
         specs = parse_devices(devices)                                             # refused before loading
@@ -129,6 +132,20 @@ def explain(
     emit(analysis.traces, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
          by=(by or By.kernel).value, sort=sort.value, pattern=pattern, devices=specs if devices is not None else None,
          xlsx=xlsx, width=width, csv_by=by.value if by is not None else None, depth=depth)
+
+
+def _check_outputs(outputs: dict, inputs: list, force: bool) -> None:
+    """Each output file checked before loading (tracekit.outputs): never an input, replaced only with --force."""
+    from tracekit.outputs import check_output_file
+
+    given = {k: v for k, v in outputs.items() if v is not None}
+    for option, path in given.items():
+        check_output_file(path, option, inputs, force)
+    seen: dict[str, str] = {}
+    for option, path in given.items():
+        other = seen.setdefault(os.path.realpath(path), option)
+        if other != option:
+            raise TracekitError(f"{other} and {option} name the same file")
 
 
 for command in (capture, check, diff, ranks):
@@ -146,19 +163,39 @@ EXTRAS = {"torch": "capture", "mlx": "mlx", "pydot": "dot", "hta": "hta", "psuti
 
 
 def run(args: Optional[list[str]] = None) -> int:
-    """Run the CLI on ``args`` (default: ``sys.argv[1:]``) and return the exit status.
+    """Run the CLI on ``args`` (default: ``sys.argv[1:]``) and return the exit status; warnings are held
+    to its end (printed once each, none after an error: tracekit.cli.held_warnings)."""
+    argv = sys.argv[1:] if args is None else [str(a) for a in args]
+    if argv[:1] in (["capture"], ["measure"]):          # the user's script runs here: its stderr is its own
+        return _run(argv)
+    from tracekit.cli.held_warnings import held_warnings
+
+    with held_warnings() as state:
+        state["code"] = code = _run(argv)
+    return code
+
+
+def _run(argv: list[str]) -> int:
+    """One command.
 
     Unusable input (TracekitError) is one line on stderr and status 2; a missing optional package
     is one line naming the extra that installs it; anything else is one "internal error" line
     (TRACEKIT_DEBUG=1 re-raises it). ``main`` and the in-process test runner both call this.
     """
+    if argv[:1] not in (["capture"], ["measure"]):       # (those run the user's script in this process)
+        if sys.stdout is None:                            # started with stdout closed
+            sys.stdout = _ClosedStream()
+        elif hasattr(sys.stdout, "reconfigure"):          # a file name that is not UTF-8, printed: escaped
+            try:
+                sys.stdout.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
     try:
         from typer import _click as click          # recent typer vendors its own click
     except ImportError:
         import click
     no_command = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
-    argv = sys.argv[1:] if args is None else [str(a) for a in args]
     reset_warnings()
     if not argv:                                  # bare `tracekit`: the help, on stdout, status 0
         argv = ["--help"]
@@ -192,6 +229,12 @@ def run(args: Optional[list[str]] = None) -> int:
         print(f"tracekit: this input needs the optional package '{top}', which is not installed "
               f"(pip install 'tracekit[{EXTRAS[top]}]')", file=sys.stderr)
         return 2
+    except OSError as exc:                        # stdout full, closed or gone; files are checked earlier
+        _drop_stdout()
+        what = exc.strerror or type(exc).__name__
+        print(f"tracekit: cannot write the output ({what})" if exc.errno in _WRITE_ERRNOS or exc.filename is None
+              else f"tracekit: {what}: {exc.filename!r}", file=sys.stderr)
+        return 2
     except Exception as exc:                      # a bug, or input we did not foresee: still one line
         return _internal_error(exc, argv)
     return 0
@@ -211,6 +254,42 @@ def _usage_message(exc, argv: list[str]) -> str:
     hint = next((f"; {a} is a flag and takes no value: write {' or '.join(f for f in forms[a] if f.startswith('--'))}"
                  for a in valued if a in forms), "")
     return f"{exc.format_message()}{hint} (see '{where} --help')"
+_WRITE_ERRNOS = {getattr(errno, n) for n in ("ENOSPC", "EBADF", "EIO", "EROFS", "EDQUOT", "EFBIG", "EPIPE")
+                 if hasattr(errno, n)}
+
+
+class _ClosedStream:
+    """sys.stdout when the process started with it closed: writing is an OSError (one line, exit 2)."""
+
+    def write(self, *args):
+        raise OSError(errno.EBADF, "stdout is closed")
+
+    flush = write
+    buffer = property(lambda self: self)
+    closed = False
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush of what could not be written stays quiet."""
+    if isinstance(sys.stdout, _ClosedStream):
+        sys.stdout = None
+        return
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _internal_error(exc: BaseException, argv: list[str]) -> int:

@@ -22,9 +22,10 @@ def register(app: typer.Typer) -> None:
         spec_id: Optional[str] = typer.Option(None, "--id", help="spec id (default: the -o file's stem)"),
         name: Optional[str] = typer.Option(None, "--name", help="spec name (default: '<device> (measured)')"),
         quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", metavar="", help="nothing on stderr but errors"),
+        force: bool = typer.Option(False, "--force/--no-force", metavar="", help="replace an existing -o file"),
     ) -> None:
         """Measure this machine's roofs (copy bandwidth, matrix rate per dtype, elementwise bandwidth,
         shortest kernel) and write them as a spec file for --spec, beside the datasheet's figures."""
         from tracekit.calibrate.run import calibrate_command
 
-        raise typer.Exit(calibrate_command(device, out, format, quick, spec_id, name, quiet))
+        raise typer.Exit(calibrate_command(device, out, format, quick, spec_id, name, quiet, force))

@@ -6,11 +6,11 @@ import sys
 from enum import Enum
 from typing import Optional
 
-import orjson
 import typer
 
 from tracekit.cli.options import DeviceOpt, GraphCapturesOpt, NoCacheOpt, SpecOpt, StepMarker
 from tracekit.gcpause import with_collector_paused
+from tracekit.outputs import json_bytes
 
 
 class CheckFormat(str, Enum):
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
             doc = run_check(trace, baseline, rules, tolerance, skip_steps, step_marker, device, spec,
                             allow_device_mismatch=allow_device_mismatch, graph_captures=graph_captures)
         if format is CheckFormat.json:
-            sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
+            sys.stdout.buffer.write(json_bytes(doc) + b"\n")
         else:
             sys.stdout.write({"text": to_text, "junit": to_junit, "github": to_github,
                               "markdown": to_markdown}[format.value](doc))

@@ -69,7 +69,8 @@ def register(app: typer.Typer) -> None:
             sides.append(side_doc(trace, path))
         doc = compare_sides(*sides)
         if format is CompareFormat.json:
-            sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            from tracekit.outputs import json_bytes
+            sys.stdout.buffer.write(json_bytes(doc, orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         elif format is CompareFormat.csv:
             sys.stdout.write(to_csv(doc))
         elif format is CompareFormat.markdown:

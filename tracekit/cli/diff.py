@@ -11,6 +11,7 @@ import typer
 
 from tracekit.cli.options import DeviceOpt, NoCacheOpt, SpecOpt, StepMarker
 from tracekit.gcpause import with_collector_paused
+from tracekit.outputs import json_bytes
 
 
 class DiffBy(str, Enum):
@@ -72,7 +73,7 @@ def register(app: typer.Typer) -> None:
             doc["modules"] = module_diff(sa.in_steps, sb.in_steps, sa.n_steps, sb.n_steps).to_dict("records")
             doc["regressions"] += module_regressions(doc["modules"], tol["kernels"])
         if format is DiffFormat.json:
-            sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            sys.stdout.buffer.write(json_bytes(doc, orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         elif format is DiffFormat.markdown:
             sys.stdout.write(to_markdown(doc, top))
         else:

@@ -36,6 +36,7 @@ def register(app: typer.Typer) -> None:
                                                   "step (default: twice the L2 / largest CPU cache)"),
         keep_trace: Optional[str] = typer.Option(None, "--keep-trace", help="keep the profiled steps' bundle here"),
         quiet: bool = typer.Option(False, "--quiet/--no-quiet", "-q", metavar="", help="no progress lines or table on stderr"),
+        force: bool = typer.Option(False, "--force/--no-force", metavar="", help="replace existing -o files and a --keep-trace bundle"),
     ) -> None:
         """Time the script's step in five scopes side by side (kernel hot/cold, continuous, single call,
         end to end, first call) with its floor, and J/step from NVML."""
@@ -45,5 +46,5 @@ def register(app: typer.Typer) -> None:
                           profile_steps=profile_steps, profile=profile, graph=graph, floor_us=floor_us,
                           device=device, spec=spec, energy=energy, energy_window_s=energy_window,
                           tokens_per_step=tokens_per_step, reset_args=reset_args, keep_trace=keep_trace,
-                          flush_bytes=flush_bytes, quiet=quiet)
+                          flush_bytes=flush_bytes, quiet=quiet, force=force)
         raise typer.Exit(measure_script(script, list(args or []), options))

@@ -51,6 +51,8 @@ def run_ranks(trace_dir: str, fmt: str, workers=None, dask=None, use_cache: bool
 
     import orjson
 
+    from tracekit.outputs import json_bytes
+
     from tracekit import bundle
     from tracekit.errors import TracekitError
     from tracekit.ranks.run import analyse_ranks, warn
@@ -60,6 +62,10 @@ def run_ranks(trace_dir: str, fmt: str, workers=None, dask=None, use_cache: bool
         raise TracekitError(f"{folder}: not a folder (ranks takes a folder of per-rank traces)")
     if workers is not None and workers < 1:
         raise TracekitError("--workers must be at least 1")
+    if keep is not None:
+        from tracekit.outputs import check_output_folder
+        from tracekit.ranks.run import is_table_file
+        check_output_folder(keep, "--keep", [folder, spec], own=is_table_file)
     doc = analyse_ranks(folder, step_marker, device, spec, skip, workers=workers, dask=dask, use_cache=use_cache,
                         keep=keep, graph_captures=graph_captures)
     multi = bool(bundle.rank_dirs(folder))
@@ -70,7 +76,7 @@ def run_ranks(trace_dir: str, fmt: str, workers=None, dask=None, use_cache: bool
     doc["source"] = "tracekit multi-rank bundle" if multi else "tracekit"
     warn(doc)
     if fmt == "json":
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        sys.stdout.buffer.write(json_bytes(doc, orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         return
     from tracekit.report.multirank import print_table, to_csv, to_markdown
     if fmt == "markdown":

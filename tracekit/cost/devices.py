@@ -138,6 +138,21 @@ class DeviceSpec:
         return self.peak_tflops.get("fp64" if key == "fp64" else "fp32")
 
 
+# the sane range of each spec number (inclusive): a value outside is a typo or an attack, and it would
+# make floors absurd (bandwidth 1e-300: floors of 1e300 µs, every gap 0×, every max_gap passes) or overflow
+SANE_RANGE = {"peak": (1e-4, 1e5, "TFLOP/s"), "memory.bandwidth_gbs": (1e-2, 1e5, "GB/s"),
+              "memory.elementwise_gbs": (1e-2, 1e5, "GB/s"), "memory.l2_bytes": (1.0, 2.0 ** 40, "bytes"),
+              "memory.l2_gbs": (1e-2, 1e6, "GB/s"),
+              "launch": (1e-3, 1e6, "µs"), "link": (1e-3, 1e5, "GB/s")}
+
+
+def sane_range(section: str, key: str) -> tuple[float, float, str]:
+    found = SANE_RANGE.get(f"{section}.{key}") or SANE_RANGE.get(section)
+    if found is None:                                  # a number tracekit reads must have a range here
+        raise TracekitError(f"[{section}] {key}: no sane range is known for this spec number")
+    return found
+
+
 def _sourced_number(table: Any, section: str, key: str, where: str) -> tuple[float, str, str | None]:
     if not isinstance(table, dict) or set(table) - {"value", "source", "kind"}:
         raise TracekitError(f"{where}: [{section}] {key} must be {{ value = ..., source = \"...\" }}")
@@ -147,6 +162,10 @@ def _sourced_number(table: Any, section: str, key: str, where: str) -> tuple[flo
     value, source = table.get("value"), table.get("source")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise TracekitError(f"{where}: [{section}] {key}.value must be a positive number")
+    low, high, unit = sane_range(section, key)
+    if not low <= value <= high:                      # inf and NaN fail this too
+        raise TracekitError(f"{where}: [{section}] {key}.value {value:g} {unit} is outside the sane range "
+                            f"{low:g} to {high:g} {unit} (docs/limits.md)")
     if not isinstance(source, str) or not source.strip():
         raise TracekitError(f"{where}: [{section}] {key} needs a non-empty source")
     return float(value), source.strip(), kind
@@ -180,8 +199,9 @@ def _parse(data: bytes, where: str) -> DeviceSpec:
     bounds = {}
     for key in ("min_memory_gb", "max_memory_gb"):
         value = doc.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise TracekitError(f"{where}: {key} must be a number (GB, 1e9 bytes)")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 <= value <= 1e6):
+            raise TracekitError(f"{where}: {key} must be a number from 0 to 1e6 (GB, 1e9 bytes)")
         bounds[key] = None if value is None else float(value)
 
     sources: dict[str, str] = {}

@@ -18,6 +18,8 @@ from tracekit.ops.collectives import BUS_FACTOR, bus_bytes
 from tracekit.ops.tensors import FLOAT_DTYPES, result_dtype
 from tracekit.ops.inductor import inductor_cost, is_inductor_kernel
 
+MAX_COST = float(1 << 53)     # FLOPs or bytes of one row, and a collective's message: beyond it, no cost
+OUT_OF_RANGE = "cost out of range (FLOPs or bytes not finite, negative or over 2^53): no floor"
 RolesFn = Callable[[str, object], 'list[str] | None']   # (kernel op, kernel_file) -> pointer names
 
 _DEVICE_TO_DEVICE = re.compile(r"dtod|device -> device|d2d", re.IGNORECASE)
@@ -74,7 +76,10 @@ def collective_cost(c: dict | None) -> Cost | str:
     """A collective kernel: its bus bytes (ops.collectives, NCCL-tests' convention) over the link, no FLOPs."""
     if not isinstance(c, dict):
         return "collective not identified (no Collective name, kernel name or c10d op names it)"
-    nbytes = bus_bytes(c.get("name"), c.get("bytes"), c.get("group_size"))
+    size = c.get("bytes")
+    if size is not None and not (isinstance(size, (int, float)) and 0 <= size <= MAX_COST):
+        return f"{c.get('name')}: message size out of range (not a number of bytes from 0 to 2^53)"
+    nbytes = bus_bytes(c.get("name"), size, c.get("group_size"))
     if nbytes is None:
         why = "moves no data" if c.get("name") not in BUS_FACTOR else "message or group size not recorded"
         return f"{c.get('name')}: {why}"
@@ -82,7 +87,7 @@ def collective_cost(c: dict | None) -> Cost | str:
     ranks = f", {n} ranks" if n else ""
     rule = "the switch reduces: S each way" if c["name"] == "all_reduce_multimem" else "NCCL-tests"
     return Cost(0.0, nbytes, c.get("dtype"), "link", f"{c['name']} bus bytes ({rule}): "
-                f"{nbytes / c['bytes']:.4g} x {c['bytes']:.0f} B{ranks}")
+                f"{nbytes / size if size else 0:.4g} x {size:.0f} B{ranks}")
 
 
 def _transfer_cost(row) -> Cost | str:
@@ -132,11 +137,25 @@ def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None) -> pd.DataFrame
     df["dtype"], df["compute_unit"], df["cost_note"] = dtype, unit, note
     df["flops"] = np.array(flops, dtype=float)
     df["bytes"] = np.array(nbytes, dtype=float)
+    _drop_out_of_range(df)
     no_op = df["op"].isna() & (df["kind"] == "kernel")
     df.loc[no_op & df["graph"], "cost_note"] = "graph replay: no capture-time op (tracekit capture maps it)"
     df.loc[no_op & ~df["graph"] & (df["launch"] == ""), "cost_note"] = "launch event not in the trace: op unknown"
     _share_op_cost(df)
     return df
+
+
+def _drop_out_of_range(df: pd.DataFrame) -> None:
+    """A cost a gate could not trust (not finite, negative, or past 2^53) is no cost: the row keeps no
+    FLOPs or bytes and says why (analyze counts these rows in one warning)."""
+    flops, nbytes = df["flops"].to_numpy(), df["bytes"].to_numpy()
+    costed = ~(np.isnan(flops) & np.isnan(nbytes))
+    ok = np.isfinite(flops) & np.isfinite(nbytes) & (flops >= 0) & (nbytes >= 0) & (flops <= MAX_COST) \
+        & (nbytes <= MAX_COST)
+    bad = costed & ~ok
+    if bad.any():
+        df.loc[bad, ["flops", "bytes"]] = np.nan
+        df.loc[bad, "cost_note"] = OUT_OF_RANGE
 
 
 def _share_op_cost(df: pd.DataFrame) -> None:
@@ -173,15 +192,16 @@ def roofline_terms(df: pd.DataFrame, spec) -> tuple[np.ndarray, np.ndarray]:
     flops = df["flops"].to_numpy(dtype=float)
     nbytes = df["bytes"].to_numpy(dtype=float)
     units = df["compute_unit"].to_numpy()
-    # FLOPs with no rate: unknown (NaN), never free; bytes over a link have no compute roof
-    compute_us = np.where(flops > 0, flops / (peak_tflops * 1e6), 0.0)
-    compute_us = np.where(np.isin(units, LINK_UNITS), 0.0, compute_us)
-    bw = spec.bandwidth_gbs or np.nan
-    memory_us = nbytes / (bw * 1e3)
-    for unit in LINK_UNITS:                   # collectives and copies cross a link, not memory (spec [link])
-        here = units == unit
-        if here.any():
-            memory_us = np.where(here, nbytes / ((spec.transfer_gbs(unit) or np.nan) * 1e3), memory_us)
+    with np.errstate(all="ignore"):          # spec numbers are bounded (cost.devices): nothing overflows
+        # FLOPs with no rate: unknown (NaN), never free; bytes over a link have no compute roof
+        compute_us = np.where(flops > 0, flops / (peak_tflops * 1e6), 0.0)
+        compute_us = np.where(np.isin(units, LINK_UNITS), 0.0, compute_us)
+        bw = spec.bandwidth_gbs or np.nan
+        memory_us = nbytes / (bw * 1e3)
+        for unit in LINK_UNITS:               # collectives and copies cross a link, not memory (spec [link])
+            here = units == unit
+            if here.any():
+                memory_us = np.where(here, nbytes / ((spec.transfer_gbs(unit) or np.nan) * 1e3), memory_us)
     return compute_us, memory_us
 
 
@@ -199,7 +219,7 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
                                   notes.astype(str).str.replace(r"; no floor: spec .*$", "", regex=True))
     known = ~np.isnan(df["bytes"].to_numpy(dtype=float))
     floor = np.where(known, np.maximum(compute_us, memory_us), np.nan)
-    floor = np.where(floor > 0, floor, np.nan)
+    floor = np.where(np.isfinite(floor) & (floor > 0), floor, np.nan)
     df["floor_us"] = floor
     no_rate = known & np.isnan(compute_us)
     if no_rate.any():                        # FLOPs whose dtype the spec has no bounding rate for

@@ -249,6 +249,7 @@ def fusion_summary(trace) -> dict:
         got = by_step.setdefault(step, ([], []))
         got[0].append(cat)
         got[1].append(ops)
+    empty = None                              # one step without rows stands for all of them
     for k in indices:
         categories, fused = by_step.get(k, ([], []))
         known = known_fused_ops(fused)
@@ -257,7 +258,10 @@ def fusion_summary(trace) -> dict:
             c = cats.setdefault(str(cat), {"kernels": 0, "fused_ops": 0})
             c["kernels"] += 1
             c["fused_ops"] += len(ops) if isinstance(ops, list) and ops != ["unknown"] else 0
-        f = step_fusion(trace, k, rows=rows.get(k, []), memo=memo)
+        if rows.get(k):
+            f = step_fusion(trace, k, rows=rows[k], memo=memo)
+        else:
+            f = empty = empty or step_fusion(trace, k, rows=[], memo=memo)
         per.append(dict(step=k, kernels=len(fused), op_calls=len(f["nodes"]),
                         fused_ops=fused_op_count(known), kernels_unknown_ops=len(fused) - len(known),
                         aten_ops_per_kernel=(sum(len(o) for o in known) / len(known)) if known else None,

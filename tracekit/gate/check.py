@@ -15,6 +15,7 @@ from tracekit.gate.rules import (
     Result,
     Rules,
     baseline_settings,
+    confined_baseline,
     evaluate,
     evaluate_baseline,
     load_rules,
@@ -33,7 +34,7 @@ def run_check(trace: str, baseline: str | None = None, rules_path: str | None = 
     rules: Rules | None = load_rules(rules_path) if rules_path else None
     tol = parse_tolerance(tolerance, {}) if tolerance else None
     skip = skip_steps if skip_steps is not None else (rules.skip_steps if rules else 0)
-    baseline = baseline or (rules.baseline.get("path") if rules else None)
+    baseline = baseline or (confined_baseline(rules) if rules else None)
     if rules and rules.baseline and not baseline:
         raise TracekitError(f"{rules.path}: [baseline] rules need a baseline (--baseline or [baseline] path)")
     modules = bool(rules and rules.doc.get("module"))

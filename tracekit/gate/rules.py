@@ -7,6 +7,7 @@ docs/check.md; an unknown key, a wrong type or a bad regex is an unusable rules 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,6 +155,21 @@ def load_rules(path: str | Path) -> Rules:
     if "path" in base:
         base["path"] = str((p.parent / base["path"]))
     return Rules(path=str(p), doc=doc, skip_steps=int(doc.get("skip_steps", 0)), baseline=base)
+
+
+def confined_baseline(rules: Rules) -> str | None:
+    """The rules file's ``[baseline] path``, resolved against the rules file's folder: it must stay inside
+    that folder (links resolved), so a rules file cannot have check read any file on the machine; a
+    baseline elsewhere is given on the command line (--baseline)."""
+    path = rules.baseline.get("path")
+    if path is None:
+        return None
+    folder = os.path.realpath(Path(rules.path).parent)
+    target = os.path.realpath(path)
+    if os.path.commonpath([folder, target]) != folder:
+        raise TracekitError(f"{rules.path}: [baseline] path {rules.doc['baseline']['path']!r} is outside the rules "
+                            "file's folder: refused (pass that baseline with --baseline)")
+    return path
 
 
 def _has_rule(doc: dict) -> bool:

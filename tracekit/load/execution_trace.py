@@ -262,30 +262,48 @@ def compact(node: dict) -> ETNode | None:
 
 
 class _Tree:
-    """Parent and rf_id of every node, by node id, in two integer arrays (16 bytes a node): nodes come
-    children first, so enclosing ops are resolved after the pass."""
+    """Parent and rf_id of every node, by node id: in two integer arrays (16 bytes a node) while ids are
+    dense (below 4× the nodes seen + 1M), in a dict past that, so that one id of 2^31 in a small file does
+    not size an array (it took 8.8 GB). Nodes come children first: enclosing ops are resolved after the pass."""
 
     def __init__(self) -> None:
         self.parent, self.rf = array("q"), array("q")
+        self.sparse: dict[int, tuple[int, int]] = {}
+        self.count = 0
 
     def add(self, nid, parent, rf) -> None:
-        if not isinstance(nid, int) or nid < 0 or nid > (1 << 31):
+        if not _id(nid):
+            return
+        self.count += 1
+        parent, rf = (parent if _id(parent) else -1), (rf if _id(rf) else -1)
+        if nid >= len(self.parent) and nid > 4 * self.count + (1 << 20):
+            self.sparse[nid] = (parent, rf)
             return
         if nid >= len(self.parent):
             grow = nid + 1 - len(self.parent)
             self.parent.extend([-1] * grow)
             self.rf.extend([-1] * grow)
-        self.parent[nid] = parent if isinstance(parent, int) else -1
-        self.rf[nid] = rf if isinstance(rf, int) and not isinstance(rf, bool) else -1
+        self.parent[nid], self.rf[nid] = parent, rf
+
+    def _node(self, nid: int) -> tuple[int, int]:
+        if 0 <= nid < len(self.parent):
+            return self.parent[nid], self.rf[nid]
+        return self.sparse.get(nid, (-1, -1))
 
     def within(self, nid: int) -> tuple[int, ...]:
         out, seen = [], set()
-        while 0 <= nid < len(self.parent) and nid not in seen:
+        while nid >= 0 and nid not in seen:
             seen.add(nid)
-            nid = self.parent[nid]
-            if 0 <= nid < len(self.rf) and self.rf[nid] >= 0:
-                out.append(self.rf[nid])
+            nid = self._node(nid)[0]
+            rf = self._node(nid)[1] if nid >= 0 else -1
+            if rf >= 0:
+                out.append(rf)
         return tuple(out)
+
+
+def _id(value) -> bool:
+    """A node id, parent id or rf_id an int64 array can hold (anything else is no id)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < (1 << 62)
 
 
 def read_execution_trace(path: str | Path, rf_ids: Iterable[int] | None = None) -> ExecutionTrace:

@@ -17,6 +17,7 @@ from tracekit.errors import TracekitError
 MAX_ABS_TS_US = 1e17        # ~3,000 years of microseconds: any real timestamp, epoch-based included
 MAX_DUR_US = 1e13           # ~116 days for one event
 MAX_SHAPE_DEPTH = 3         # Input Dims: [inputs][tensor list][dims]
+MAX_ELEMENTS = 1 << 53      # elements of one tensor (counted exactly in a float64); larger shapes are refused
 ID_KEYS = ("correlation", "External id")
 
 
@@ -97,6 +98,30 @@ def _depth_ok(value, depth: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _shape_ok(value, depth: int) -> bool:
+    """Like ``_depth_ok``, and every tensor shape (a list of ints) has dims ≥ 0 whose product is at most
+    ``MAX_ELEMENTS``: a negative dim or an overflowing size would become negative or absurd FLOPs,
+    bytes and floors, which a gate would read."""
+    if not isinstance(value, list):
+        return _is_int(value)
+    if depth <= 0:
+        return False
+    if all(_is_int(v) for v in value):
+        size = 1
+        for v in value:
+            if v < 0 or v > MAX_ELEMENTS:
+                return False
+            size *= v
+            if size > MAX_ELEMENTS:
+                return False
+        return True
+    return all(_shape_ok(v, depth - 1) for v in value)
+
+
 def _scalar_list(value, n: int) -> bool:
     return isinstance(value, list) and len(value) == n and all(
         v is None or (isinstance(v, (str, int, float)) and not isinstance(v, bool)) for v in value)
@@ -110,7 +135,7 @@ def op_fields(args: dict) -> tuple[list | None, list | None, list | None, list |
     strides, concrete = args.get("Input Strides"), args.get("Concrete Inputs")
     if dims is None and types is None and strides is None and concrete is None:
         return None, None, None, None, True
-    ok = isinstance(dims, list) and all(_depth_ok(d, MAX_SHAPE_DEPTH - 1) for d in dims)
+    ok = isinstance(dims, list) and all(_shape_ok(d, MAX_SHAPE_DEPTH - 1) for d in dims)
     n = len(dims) if ok else 0
     ok = ok and (types is None or (_scalar_list(types, n) and all(isinstance(t, str) or t is None for t in types)))
     ok = ok and (strides is None or (isinstance(strides, list) and len(strides) == n
@@ -125,6 +150,9 @@ def grid_value(value):
 
 
 SHAPE_KEYS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+SHAPES_DROPPED = ("{n} ops have Input Dims/type/Strides/Concrete Inputs that are malformed, of different lengths, "
+                  "or with a negative dim or a tensor over 2^53 elements: their shapes are unknown (no cost for "
+                  "their kernels)")
 
 
 def clean_device_args(args: dict, kind: str, notes: "Notes") -> None:
@@ -143,8 +171,7 @@ def clean_op_args(args: dict, notes: "Notes") -> None:
     if not op_fields(args)[4]:
         for key in SHAPE_KEYS:
             args.pop(key, None)
-        notes.add("{n} ops have Input Dims/type/Strides/Concrete Inputs that are malformed or of different "
-                  "lengths: their shapes are unknown (no cost for their kernels)")
+        notes.add(SHAPES_DROPPED)
     if "kernel_file" in args and not isinstance(args["kernel_file"], str):
         del args["kernel_file"]
         notes.add("{n} ops have a kernel_file that is not a string: dropped")

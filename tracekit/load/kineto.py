@@ -46,13 +46,26 @@ def resolve_trace_path(path: str | Path) -> Path:
         found = sorted(p.glob("*.json.gz")) + sorted(p.glob("*.json"))
         found = [f for f in found if f.name != "meta.json"]
         if len(found) == 1:
-            return found[0]
+            return _looks_like_trace(found[0], p)
         if not found:
             inner = [d for d in sorted(p.iterdir()) if d.is_dir() and (d / bundle.META).is_file()]
             hint = f"; the capture bundle inside is {inner[0]}" if len(inner) == 1 else ""
             raise TracekitError(f"{p}: folder holds no trace (expected trace.json.gz or one *.json[.gz]){hint}")
         raise TracekitError(f"{p}: folder holds several traces ({', '.join(f.name for f in found[:4])}); name one")
     return p
+
+
+def _looks_like_trace(file: Path, folder: Path) -> Path:
+    """The one *.json[.gz] of a folder that is no bundle, when it looks like a trace: a ``traceEvents`` key
+    (or a JSON list of events) in its first MiB. Any JSON file is not read as a trace (``explain /``
+    read a system file)."""
+    from tracekit.limits import read_head
+
+    head = read_head(file, 1 << 20, "trace").lstrip()
+    if b'"traceEvents"' in head or (head.startswith(b"[") and head[1:].lstrip().startswith((b"{", b"]"))):
+        return file
+    raise TracekitError(f"{folder}: folder holds no trace: its one JSON file {file.name} has no traceEvents in its "
+                        "first MiB (name the file to read it anyway)")
 
 
 def _bundle_trace(folder: Path, meta: dict) -> Path:

@@ -16,7 +16,7 @@ import pandas as pd
 from msgspec import UNSET, Raw
 
 from tracekit.load.events import shape_value
-from tracekit.load.fields import Notes, op_fields
+from tracekit.load.fields import SHAPES_DROPPED, Notes, op_fields
 from tracekit.load.pieces import NO_ID, OP, Piece, as_int, unpack_ids
 from tracekit.model.schema import KERNEL_COLUMNS, fill_missing
 
@@ -210,8 +210,7 @@ def _op_fields(args, notes: Notes, seen: dict, rf: int | None) -> tuple:
             seen[key] = shapes
     if shapes is None:
         shapes = (None, None, None, None)
-        notes.add("{n} ops have Input Dims/type/Strides/Concrete Inputs that are malformed or of different "
-                  "lengths: their shapes are unknown (no cost for their kernels)")
+        notes.add(SHAPES_DROPPED)
     kf = args.kernel_file
     if kf is not UNSET and not isinstance(kf, str):
         notes.add("{n} ops have a kernel_file that is not a string: dropped")

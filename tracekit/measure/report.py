@@ -87,10 +87,11 @@ def to_text(doc: dict) -> str:
 
 
 def write_outputs(doc: dict, options, show: bool = True) -> None:
+    from tracekit.outputs import write_atomic
+
     out = Path(options.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
-                                 | orjson.OPT_NON_STR_KEYS) + b"\n")
-    out.with_suffix(".md").write_text(to_markdown(doc))
+    write_atomic(out, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+                                   | orjson.OPT_NON_STR_KEYS) + b"\n", "-o", make_parents=True)
+    write_atomic(out.with_suffix(".md"), to_markdown(doc).encode("utf-8", "backslashreplace"), "-o")
     if show:
         say_error(to_text(doc) + f"tracekit: wrote {out} and {out.with_suffix('.md').name}\n")

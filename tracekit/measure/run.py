@@ -37,7 +37,7 @@ def measure_step(fn, args: tuple, kwargs: dict, o, first_call_s: float | None, f
     caller once the document is written) and the measurement document."""
     import torch
 
-    from tracekit.capture.session import describe_environment
+    from tracekit.capture.environment import describe_environment
 
     step = Step(torch, fn, args, kwargs, o.reset_args, module)
     clock = Clock(torch, step.device)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from tracekit.capture.runner import load_script, run_script
 from tracekit.capture.root_module import hook_root_module
-from tracekit.capture.script import WRAP_NAME, bundle_on_every_exit, install_step_fn, is_mlx_script
+from tracekit.capture.script import (WRAP_NAME, bundle_on_every_exit, end_if_a_thread_exited, install_step_fn,
+                                     is_mlx_script)
 from tracekit.errors import TracekitError, say_error
 
 MLX_HOW = ("MLX scripts are not measured by tracekit measure: time `mx.eval(step(...))` with "
@@ -52,6 +53,7 @@ class Options:
     keep_trace: str | None = None
     flush_bytes: int | None = None        # buffer written before each cold step (default: twice the cache)
     quiet: bool = False
+    force: bool = False                   # replace existing -o files and a --keep-trace bundle
     command: list = field(default_factory=list)
 
 
@@ -162,11 +164,15 @@ def measure_script(script: str, args: list[str], options: Options) -> int:
         check_window(options.energy_window_s)
     if options.reset_args not in ("auto", "on", "off"):
         raise TracekitError(f"--reset-args {options.reset_args!r}: expected auto, on or off")
+    for name, value in (("--floor-us", options.floor_us), ("--tokens-per-step", options.tokens_per_step)):
+        if value is not None and not 0 < value <= 1e15:        # inf, nan, 0 and negatives fail this
+            raise TracekitError(f"{name} {value}: must be a finite number above 0")
     for name in ("warmup", "repeats", "profile_steps"):
         if getattr(options, name) < (0 if name == "warmup" else 1):
             raise TracekitError(f"--{name.replace('_', '-')} {getattr(options, name)}: too small")
     out = Path(options.out or f"{path.stem}.measure.json").absolute()
     options.out = str(out.with_suffix(".json") if out.suffix != ".json" else out)
+    _check_outputs(options, [path, options.spec])
     options.command = options.command or [sys.executable, "-m", "tracekit", "measure", script, *args]
     measurer = Measurer(options)
     saved_path = sys.path[:]
@@ -182,9 +188,12 @@ def measure_script(script: str, args: list[str], options: Options) -> int:
             measurer.result["script"] = {"path": str(path.resolve()), "args": list(args), "exit_code": exit_code}
             write_outputs(measurer.result, options, show=not options.quiet)
 
-    with bundle_on_every_exit(finish):
+    with bundle_on_every_exit(finish) as exits:
         exit_code = run_script(code, path, [script, *args], {WRAP_NAME: measurer.wrap_step_fn})
     measurer.remove_hooks()
+    if "code" in exits:                   # a thread's os._exit: write what there is, end now
+        finish(exit_code)
+        end_if_a_thread_exited(exits)
     if measurer.result is None:
         what = ("the root nn.Module was called at most once (measure repeats it at its second call; "
                 "or give --step-fn)" if measurer.first_call_s is not None
@@ -196,3 +205,16 @@ def measure_script(script: str, args: list[str], options: Options) -> int:
         raise TracekitError(f"nothing measured: {what}")
     finish(exit_code)
     return exit_code
+
+
+def _check_outputs(options: Options, inputs: list) -> None:
+    """OUT.json, OUT.md and the --keep-trace bundle checked before the script runs (tracekit.outputs)."""
+    from tracekit import bundle
+    from tracekit.outputs import check_not_input, check_output_file
+
+    out = Path(options.out)
+    for target in (out, out.with_suffix(".md")):
+        check_output_file(target, "-o", inputs, options.force, make_parents=True)
+    if options.keep_trace:
+        check_not_input(options.keep_trace, "--keep-trace", inputs + [out, out.with_suffix(".md")])
+        bundle.prepare_out(options.keep_trace, options.force)

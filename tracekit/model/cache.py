@@ -88,9 +88,10 @@ def key(trace_file: Path, step_marker: str | None, extra_files: list[Path] = ())
     """The cache key of a trace file and the files its normalised table depends on; None when one of
     them is not a regular file."""
     h = hashlib.blake2b(digest_size=20)
-    h.update(orjson.dumps([FORMAT, __version__, code_digest(), str(Path(trace_file).resolve()), step_marker]))
+    where = str(Path(trace_file).resolve()).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    h.update(orjson.dumps([FORMAT, __version__, code_digest(), where, step_marker]))   # a non-UTF-8 name too
     for path in (trace_file, *extra_files):
-        h.update(str(Path(path).name).encode() + b"\0")
+        h.update(os.fsencode(Path(path).name) + b"\0")
         if not _file_digest(Path(path), h):
             return None
     return h.hexdigest()
@@ -166,8 +167,8 @@ def write(k: str | None, trace: Trace) -> bool:
     try:
         import pyarrow.parquet as pq
         table = _arrow_table(trace)
-    except (ValueError, TypeError, OverflowError, orjson.JSONEncodeError, ImportError):
-        return False
+    except (ValueError, TypeError, OverflowError, RecursionError, orjson.JSONEncodeError, ImportError):
+        return False                     # RecursionError: metadata nested deeper than Python recurses
     target = _path(root, k)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""The cross-rank questions, as DuckDB queries over the per-rank Parquet tables (ranks.run writes them).
+"""The cross-rank questions, as DuckDB queries over the per-rank tables (handed over in memory as Arrow).
 
 - per rank: kernel, compute, communication and copy time, floor and gap (time / floor over the rows
   with a floor, their op calls' sibling kernels included), step time (median, mean);
@@ -16,10 +16,8 @@ Every rank keeps its own row (``key``), also when two traces claim the same rank
 
 from __future__ import annotations
 
-from pathlib import Path
 
 STEPS_FILE = "steps.parquet"
-KERNELS_GLOB = "kernels-*.parquet"
 
 PER_RANK = """
 SELECT key, count(*) AS rows, count(*) FILTER (kind = 'kernel') AS kernels,
@@ -87,29 +85,36 @@ def _rows(con, sql: str) -> list[dict]:
     return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
-def _views(con, folder: Path, have_kernels: bool) -> None:
-    glob = str(folder / KERNELS_GLOB).replace("'", "''")
-    if have_kernels:
-        con.execute(f"CREATE VIEW k AS SELECT * FROM read_parquet('{glob}', union_by_name = true)")
+def _views(con, tables: list[bytes], steps) -> None:
+    """The per-rank kernel tables (Parquet bytes) and the steps (an Arrow table) as DuckDB views ``k``
+    and ``s``, handed over in memory: no file path (nor a glob character in one) reaches DuckDB."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if tables:
+        kernels = pa.concat_tables([pq.read_table(pa.BufferReader(t)) for t in tables], promote_options="permissive")
+        con.register("k_arrow", kernels)
+        con.execute("CREATE VIEW k AS SELECT * FROM k_arrow")
     else:
         con.execute("CREATE TABLE k (key BIGINT, rank BIGINT, name VARCHAR, kind VARCHAR, category VARCHAR, "
                     "stream BIGINT, start_us DOUBLE, dur_us DOUBLE, step BIGINT, flops DOUBLE, bytes DOUBLE, "
                     "floor_us DOUBLE, covered BOOLEAN, coll VARCHAR, coll_bytes DOUBLE, \"group\" VARCHAR, "
                     "group_size BIGINT)")
-    steps = str(folder / STEPS_FILE).replace("'", "''")
-    con.execute(f"CREATE VIEW s AS SELECT * FROM read_parquet('{steps}')")
+    con.register("s_arrow", steps)
+    con.execute("CREATE VIEW s AS SELECT * FROM s_arrow")
     con.execute(f"CREATE TEMP TABLE st AS {STEP_TIMES}")
     con.execute(f"CREATE TEMP TABLE calls AS {CALLS}")
     con.execute(f"CREATE TEMP TABLE matched AS {MATCHED}")
 
 
-def query_all(folder: Path, have_kernels: bool = True) -> dict[str, list[dict]]:
-    """Every cross-rank query's rows, by name."""
+def query_all(tables: list[bytes], steps) -> dict[str, list[dict]]:
+    """Every cross-rank query's rows, by name: ``tables`` each rank's kernel table as Parquet bytes,
+    ``steps`` every rank's steps (an Arrow table)."""
     import duckdb
 
     con = duckdb.connect(":memory:")
     try:
-        _views(con, folder, have_kernels)
+        _views(con, tables, steps)
         return {"per_rank": _rows(con, PER_RANK), "step_times": _rows(con, "SELECT * FROM st ORDER BY key, step"),
                 "per_step": _rows(con, PER_STEP), "overlap": _rows(con, OVERLAP),
                 "collectives": _rows(con, PER_COLLECTIVE), "waits": _rows(con, WAITS), "counts": _rows(con, COUNTS)}
@@ -117,8 +122,17 @@ def query_all(folder: Path, have_kernels: bool = True) -> dict[str, list[dict]]:
         con.close()
 
 
-def cross_rank(results: list[dict], folder: Path) -> dict:
+def steps_table(results: list[dict]):
+    """Every rank's steps as one Arrow table."""
+    import pyarrow as pa
+
+    schema = pa.schema([("key", pa.int64()), ("rank", pa.int64()), ("step", pa.int64()), ("name", pa.string()),
+                        ("start_us", pa.float64()), ("end_us", pa.float64())])
+    return pa.Table.from_pylist([s for r in results for s in r["steps"]], schema=schema)
+
+
+def cross_rank(results: list[dict]) -> dict:
     """The document every multi-rank format is written from (ranks.document)."""
     from tracekit.ranks.document import build
 
-    return build(results, query_all(folder, any(r["table"] is not None for r in results)))
+    return build(results, query_all([r["table"] for r in results if r["table"] is not None], steps_table(results)))

@@ -1,5 +1,5 @@
 """Run the per-rank stage over every rank (serially, on a local process pool, or on Dask distributed),
-write each rank's table as Parquet, and hand the folder to the cross-rank queries.
+hand each rank's table (Parquet bytes) to the cross-rank queries (and to ``--keep``'s folder).
 
 Default: a ``concurrent.futures.ProcessPoolExecutor`` with min(ranks, CPUs) workers (spawned, so a
 worker starts from a clean interpreter). ``workers=1``: in this process. ``dask``: a scheduler address
@@ -12,14 +12,14 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import re
 import sys
-import tempfile
 from pathlib import Path
 
 from tracekit.errors import TracekitError
 from tracekit.errors import warn as say_warning
 from tracekit.ranks.discover import rank_inputs
-from tracekit.ranks.query import STEPS_FILE, cross_rank
+from tracekit.ranks.query import STEPS_FILE, cross_rank, steps_table
 
 
 def kernels_file(key: int) -> str:
@@ -101,35 +101,47 @@ def _on_dask(tasks: list[dict], dask) -> list[dict]:
 
 
 def write_tables(results: list[dict], out: Path) -> None:
-    """Each rank's table as kernels-KEY.parquet, and every rank's steps in one steps.parquet."""
-    import pyarrow as pa
+    """Each rank's table as kernels-KEY.parquet, and every rank's steps in one steps.parquet (``--keep``);
+    the folder's earlier tables (its own files, tracekit.outputs checked that) are replaced."""
+    import io
+
     import pyarrow.parquet as pq
 
-    out.mkdir(parents=True, exist_ok=True)
+    from tracekit.outputs import write_atomic
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for old in out.iterdir():
+            if is_table_file(old):
+                old.unlink()
+    except OSError as exc:
+        raise TracekitError(f"--keep {out}: cannot write ({exc.strerror or exc})") from None
     for r in results:
         if r["table"] is not None:
-            (out / kernels_file(r["key"])).write_bytes(r["table"])
-    steps = [s for r in results for s in r["steps"]]
-    schema = pa.schema([("key", pa.int64()), ("rank", pa.int64()), ("step", pa.int64()), ("name", pa.string()),
-                        ("start_us", pa.float64()), ("end_us", pa.float64())])
-    pq.write_table(pa.Table.from_pylist(steps, schema=schema), out / STEPS_FILE)
+            write_atomic(out / kernels_file(r["key"]), r["table"], "--keep")
+    buf = io.BytesIO()
+    pq.write_table(steps_table(results), buf)
+    write_atomic(out / STEPS_FILE, buf.getvalue(), "--keep")
+
+
+def is_table_file(entry) -> bool:
+    """A file ``--keep`` writes (and may replace): kernels-KEY.parquet or steps.parquet."""
+    return entry.is_file() and not entry.is_symlink() and (
+        entry.name == STEPS_FILE or re.fullmatch(r"kernels-\d{6,}\.parquet", entry.name) is not None)
 
 
 def analyse_ranks(folder: str | Path, step_marker=None, device=None, spec=None, skip: int = 0,
                   workers: int | None = None, dask=None, use_cache: bool = True, keep: str | Path | None = None,
                   graph_captures=None) -> dict:
     """The cross-rank document of a multi-rank folder (ranks.query.cross_rank), its per-rank stages run
-    in parallel. ``keep``: write the Parquet tables there (else a temporary folder, removed)."""
+    in parallel. ``keep``: also write the Parquet tables there."""
     tasks = tasks_of(Path(folder), step_marker, device, spec, skip, use_cache, graph_captures)
     results = run_stages(tasks, workers, dask)
     if all(r["error"] for r in results):
         raise TracekitError(f"{folder}: no rank could be analysed ({results[0]['label']}: {results[0]['error']})")
     if keep is not None:
         write_tables(results, Path(keep))
-        return cross_rank(results, Path(keep))
-    with tempfile.TemporaryDirectory(prefix="tracekit-ranks-") as tmp:
-        write_tables(results, Path(tmp))
-        return cross_rank(results, Path(tmp))
+    return cross_rank(results)
 
 
 def warn(doc: dict) -> None:

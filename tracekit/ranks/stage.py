@@ -22,8 +22,12 @@ KERNEL_FIELDS = ("name", "kind", "category", "stream", "start_us", "dur_us", "st
                  "floor_us", "covered")
 
 
+MAX_RANK = 1 << 31            # a rank or world size past this is not one (the tables keep ranks as int64)
+
+
 def _int(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A rank or world size as the trace gives it: an int from 0 to MAX_RANK, else None (unknown)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_RANK else None
 
 
 def rank_table(trace, key: int, rank: int | None) -> pd.DataFrame:

@@ -257,6 +257,8 @@ def write_devices(traces: list, docs: list[dict], specs: list, fmt: str, top: in
 
     import orjson
 
+    from tracekit.outputs import json_bytes
+
     from tracekit.report.devices import devices_section
 
     sections = [devices_section(t, specs, top) for t in traces]
@@ -264,7 +266,7 @@ def write_devices(traces: list, docs: list[dict], specs: list, fmt: str, top: in
         for doc, section in zip(docs, sections):
             doc["devices"] = section
         doc = docs[0] if len(docs) == 1 else {"graphs": docs}
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n")
+        sys.stdout.buffer.write(json_bytes(doc, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n")
         return
     if fmt == "csv":
         sys.stdout.write(to_csv(sections))

@@ -11,6 +11,7 @@ import pandas as pd
 from tracekit.fusion.dataflow import fused_op_count, fusion_summary
 from tracekit.model.trace import Trace
 from tracekit.report.phases import graph_replay_steps, phase_rows, step_phases
+from tracekit.outputs import shown
 
 KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "gap_floor_us", "l2",
                  "l2_floor_us", "fused_ops", "kind", "step", "start_us", "stream", "device", "dtype", "compute_unit",
@@ -39,6 +40,11 @@ HOST_FIELDS = ("wall_us", "launches", "launch_us", "host_us", "sync_us", "runtim
 def step_table(trace: Trace) -> pd.DataFrame:
     """One row per step: kernels, kernel time, floor sum, gap, GPU busy % and idle time between kernels,
     and the host side: wall time, launches, CPU time in launches, host time between them, syncs."""
+    return pd.DataFrame(step_records(trace))
+
+
+def step_records(trace: Trace) -> list[dict]:
+    """``step_table``'s rows as dicts of plain Python values (NaN as None): what the JSON writes."""
     df = trace.kernels
     rows = []
     host = trace.metadata.get("runtime_per_step") or {}      # load/runtime.py: launches, host time per step
@@ -51,20 +57,26 @@ def step_table(trace: Trace) -> pd.DataFrame:
     floor_all, covered_all = df["floor_us"].to_numpy(dtype=float), df["covered"].to_numpy(dtype=bool)
     fused_all = df["fused_ops"].tolist()
     for k, lo, hi in zip(indices, bounds[0].tolist(), bounds[1].tolist()):
-        at = order[lo:hi] if k >= 0 else order[:0]
+        if hi == lo or k < 0:                 # a step without kernels (100k of them: no numpy per step)
+            rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=0, kernel_us=0.0, floor_us=None,
+                             costed_us=0.0, gap=None, costed_pct=None, busy_pct=None, idle_us=None, window_us=0.0,
+                             fused_ops=0, **{f: (host.get(k) or {}).get(f) for f in HOST_FIELDS}))
+            continue
+        at = order[lo:hi]
         dur = dur_all[at]
         floored = ~np.isnan(floor_all[at])
         floor = float(np.nansum(floor_all[at])) if floored.any() else None
         costed_us = float(dur[covered_all[at]].sum())
         busy, window = _busy(start_all[at], dur)
-        rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=len(at), kernel_us=float(dur.sum()),
+        total = float(dur.sum())
+        rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=len(at), kernel_us=total,
                          floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor else None,
-                         costed_pct=(100.0 * costed_us / dur.sum()) if dur.sum() > 0 else None,
+                         costed_pct=(100.0 * costed_us / total) if total > 0 else None,
                          busy_pct=(100.0 * busy / window) if window > 0 else None,
                          idle_us=(window - busy) if window > 0 else None, window_us=window,
                          fused_ops=fused_op_count(fused_all[i] for i in at.tolist()),
                          **{f: (host.get(k) or {}).get(f) for f in HOST_FIELDS}))
-    return pd.DataFrame(rows)
+    return rows
 
 
 def _busy(start: np.ndarray, dur: np.ndarray) -> tuple[float, float]:
@@ -81,7 +93,6 @@ def _busy(start: np.ndarray, dur: np.ndarray) -> tuple[float, float]:
 
 def explain_dict(trace: Trace) -> dict:
     """The JSON contract: device, steps, kernels (one per execution, time order), summary."""
-    steps = step_table(trace)
     df = trace.kernels
     # orjson writes NaN as null and tolist() gives plain Python values, so rows need no per-value cleaning
     cols = [df[c].tolist() if c in df else [None] * len(df) for c in KERNEL_FIELDS]
@@ -90,8 +101,8 @@ def explain_dict(trace: Trace) -> dict:
     device = {"name": trace.device_name,
               "spec": spec.id if spec else None,
               "spec_name": spec.name if spec else None,
-              "spec_path": spec.path if spec else None}
-    step_rows = [{k: _clean(v) for k, v in r.items()} for r in steps.to_dict("records")]
+              "spec_path": shown(spec.path) if spec else None}
+    step_rows = step_records(trace)
     found, replays = step_phases(trace), graph_replay_steps(trace)
     for r in step_rows:            # serving: the step's phase and tokens, its graph replays' match share
         r.update({"phase": found.get(r["step"], {}).get("phase"), "tokens": found.get(r["step"], {}).get("tokens")},
@@ -123,7 +134,7 @@ def explain_dict(trace: Trace) -> dict:
     summary.update(fusion_summary(trace))
     summary["execution_trace"] = trace.metadata.get("execution_trace")   # the ET joined, or None
     summary["graph_replays"] = trace.metadata.get("graph_replays")        # matched to captures (load.graph_replay)
-    return {"trace": trace.path, "device": device, "steps": step_rows, "kernels": kernels,
+    return {"trace": shown(trace.path), "device": device, "steps": step_rows, "kernels": kernels,
             "summary": summary, "phases": phase_rows(trace, step_rows, summary["fusion_per_step"]),
             "warnings": list(trace.warnings)}
 

@@ -12,6 +12,7 @@ from tracekit.errors import TracekitError, warn
 from tracekit.model.trace import Trace
 from tracekit.report.diagnosis import document
 from tracekit.report.table import print_tables
+from tracekit.outputs import json_bytes
 
 
 def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wide: bool = False,
@@ -54,7 +55,7 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
         write_devices(traces, docs, devices, fmt, top)
     elif fmt == "json":
         doc = docs[0] if len(docs) == 1 else {"graphs": docs}
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n")
+        sys.stdout.buffer.write(json_bytes(doc, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n")
     elif fmt == "csv":
         if trees is not None:
             from tracekit.report.tree_view import modules_csv

@@ -95,9 +95,9 @@ def write_html(traces: list[Trace], docs: list[dict], path: str | Path, devices:
             f'</title><meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}{category_css()}</style></head>'
             f'<body>{"".join(parts)}<p class="note">tracekit {_e(__version__)}: how to read this page: docs/report.md '
             "in the tracekit repository.</p></body></html>\n")
-    data = page.encode("utf-8")
-    Path(path).write_bytes(data)
-    return len(data)
+    from tracekit.outputs import write_atomic
+
+    return write_atomic(path, page.encode("utf-8", "backslashreplace"), "--html")
 
 
 def html_section(trace: Trace, doc: dict, graph: int | None = None, devices: dict | None = None) -> str:

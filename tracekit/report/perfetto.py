@@ -20,6 +20,7 @@ import orjson
 from tracekit.errors import TracekitError
 from tracekit.load.kineto import read_json, trace_events
 from tracekit.model.trace import Trace
+from tracekit.outputs import write_atomic
 
 KEY = "tracekit"                       # the one key added to an annotated event's args
 COUNTER = "tracekit step (us)"
@@ -74,10 +75,29 @@ def write_perfetto(trace: Trace, doc: dict, path: str | Path) -> dict:
                         args[KEY][key] = value
             annotated += 1
     added = _step_counters(trace, doc, events, rows)
-    data = orjson.dumps(original)
+    data = _dumps(original, source)
     out = Path(path)
-    out.write_bytes(gzip.compress(data, compresslevel=6) if out.name.endswith(".gz") else data)
-    return {"annotated": annotated, "added_events": added, "events": len(events) - added, "bytes": out.stat().st_size}
+    size = write_atomic(out, gzip.compress(data, compresslevel=6) if out.name.endswith(".gz") else data, "--perfetto")
+    return {"annotated": annotated, "added_events": added, "events": len(events) - added, "bytes": size}
+
+
+def _dumps(doc, source: Path) -> bytes:
+    """The trace as JSON; orjson stops at 255 levels of nesting, which a field tracekit does not read may
+    pass (the reader takes up to 1,024): then the standard encoder, with room for that depth."""
+    try:
+        return orjson.dumps(doc)
+    except orjson.JSONEncodeError:
+        import json
+        import sys
+
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 8000))
+        try:
+            return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+        except (RecursionError, ValueError, TypeError) as exc:
+            raise TracekitError(f"--perfetto: {source} cannot be written back as JSON ({exc})") from None
+        finally:
+            sys.setrecursionlimit(limit)
 
 
 def _places(df, rows, doc: dict) -> list | None:

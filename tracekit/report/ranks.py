@@ -48,6 +48,7 @@ def message_bytes(args: dict) -> int | None:
 
 def rank_figures(trace: Path) -> dict:
     """Counts of one rank's trace, from its raw events."""
+    from tracekit.load.fields import number
     from tracekit.load.kineto import read_json, trace_events
 
     events, top = trace_events(read_json(trace), trace)
@@ -58,7 +59,8 @@ def rank_figures(trace: Path) -> dict:
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
-        cat, name, dur = e.get("cat"), str(e.get("name", "")), float(e.get("dur") or 0.0)
+        cat, name, dur = e.get("cat"), str(e.get("name", "")), number(e.get("dur"))
+        dur = dur if dur is not None and 0 <= dur <= 1e13 else 0.0     # the loader's checks: a bad dur counts 0
         if cat in ("cpu_op", "operator"):
             cpu_ops += 1
             c10d += name.startswith("c10d::")

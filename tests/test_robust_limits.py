@@ -1,0 +1,106 @@
+"""Issue 27, bounded memory and manners: execution-trace node ids do not size arrays, a trace of many
+steps costs no per-step fusion work for steps without kernels, exit 2 after warnings is one line,
+``explain DIR`` reads only a trace-like JSON, a rules file's baseline stays in its folder.
+
+Inputs: the committed real captures/h200/models/sdpa_backends/et.json.gz (a PyTorch execution trace) and
+seed_eager_b1.json.gz, changed by the test; HTA's CPU-only trace; one synthetic trace of 2,000
+ProfilerSteps (labelled where it is made)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import tracemalloc
+
+import pytest
+
+from conftest import H200, PEERS, run_cli
+from test_robustness import EAGER, _one_line_error
+
+from tracekit.load.execution_trace import _Tree, read_execution_trace
+
+SDPA_ET = H200 / "models" / "sdpa_backends" / "et.json.gz"
+CPU_ONLY = PEERS / "hta/cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+
+
+def test_a_node_id_of_2_to_the_31_does_not_size_an_array(tmp_path):
+    doc = json.loads(gzip.decompress(SDPA_ET.read_bytes()))
+    parents = {n.get("ctrl_deps") for n in doc["nodes"]}
+    leaf = next(n for n in reversed(doc["nodes"]) if n["id"] not in parents)       # no node's parent
+    leaf["id"] = 2 ** 31                              # one id far past the others
+    path = tmp_path / "et.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    tracemalloc.start()
+    try:
+        changed = read_execution_trace(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 200 << 20                          # the dense array for id 2^31 was 32 GiB (16 B a node)
+    original = read_execution_trace(SDPA_ET)
+    assert changed.nodes.keys() == original.nodes.keys()
+    assert {k: n.within for k, n in changed.nodes.items()} == {k: n.within for k, n in original.nodes.items()}
+
+
+def test_the_node_tree_keeps_dense_ids_in_arrays_and_far_ones_aside():
+    tree = _Tree()
+    tree.add(0, -1, 10)
+    tree.add(1, 0, 11)
+    tree.add(2 ** 40, 1, 12)                         # its parent chain: node 1 (rf 11), node 0 (rf 10)
+    tree.add(2 ** 70, 1, 13)                         # past int64: no id
+    assert len(tree.parent) == 2 and tree.within(2 ** 40) == (11, 10)
+
+
+def test_many_steps_without_kernels_cost_one_fusion_pass(tmp_path, monkeypatch):
+    # synthetic: 2,000 ProfilerStep annotations and one CPU op (the campaign's 100k-step trace, smaller)
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "ts": i * 100, "dur": 90,
+               "pid": 1, "tid": 1} for i in range(2000)]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 5, "dur": 5, "pid": 1, "tid": 1,
+                   "args": {"External id": 1}})
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    from tracekit.fusion import dataflow
+    calls = []
+    real = dataflow.step_fusion
+    monkeypatch.setattr(dataflow, "step_fusion", lambda *a, **k: calls.append(1) or real(*a, **k))
+    proc = run_cli("explain", path, "-f", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert len(doc["steps"]) == 2000 and len(doc["summary"]["fusion_per_step"]) == 2000
+    assert doc["steps"][0]["kernels"] == 1 and all(s["kernels"] == 0 for s in doc["steps"][1:])
+    assert doc["steps"][1]["window_us"] == 0.0 and doc["steps"][1]["gap"] is None
+    assert len(calls) == 2                           # step 0 (its op) and one for every empty step
+
+
+def test_exit_2_after_warnings_is_one_line_and_warnings_print_once(tmp_path):
+    # HTA's CPU-only trace warns twice (no device kernels; no floors); --perfetto then refuses it
+    _one_line_error(run_cli("explain", CPU_ONLY, "--perfetto", tmp_path / "p.json"), "--perfetto annotates")
+    proc = run_cli("diff", CPU_ONLY, CPU_ONLY, "-f", "json")        # both sides warn the same two lines
+    assert proc.returncode == 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == len(set(lines)) == 2 and all(line.startswith("tracekit: warning: ") for line in lines)
+
+
+def test_explain_on_a_folder_reads_only_a_trace_like_json(tmp_path):
+    (tmp_path / "config.json").write_text('{"model": "llama", "layers": 32}')
+    _one_line_error(run_cli("explain", tmp_path), "folder holds no trace", "config.json", "traceEvents")
+    (tmp_path / "config.json").unlink()
+    shutil.copy(EAGER, tmp_path / "run.json.gz")
+    doc = json.loads(run_cli("explain", tmp_path, "-f", "json").stdout)
+    assert len(doc["steps"]) == 5
+
+
+@pytest.mark.parametrize("where", ["../outside.json.gz", "/etc/hostname", "link.json.gz"])
+def test_a_rules_file_baseline_stays_in_its_folder(tmp_path, where):
+    rules_dir = tmp_path / "rules"
+    rules_dir.mkdir()
+    shutil.copy(EAGER, tmp_path / "outside.json.gz")
+    (rules_dir / "link.json.gz").symlink_to(tmp_path / "outside.json.gz")     # a link leading out
+    rules = rules_dir / "r.toml"
+    rules.write_text(f'[baseline]\npath = "{where}"\n')
+    _one_line_error(run_cli("check", EAGER, "--rules", rules), "outside the rules file's folder", "--baseline")
+    assert run_cli("check", EAGER, "--rules", rules, "--baseline", tmp_path / "outside.json.gz").returncode == 0
+    shutil.copy(EAGER, rules_dir / "base.json.gz")
+    rules.write_text('[baseline]\npath = "base.json.gz"\n')
+    assert run_cli("check", EAGER, "--rules", rules).returncode == 0          # the same trace: nothing regressed
