@@ -113,13 +113,18 @@ def explain(
     """Classify every kernel, count kernels per step, and set each against its roofline floor."""
     from pathlib import Path
 
-    from tracekit.analyze import analyze_path
+    from tracekit.lean import cache_off_by_env, pandas_without_arrow
     from tracekit.limits import UserRegex
-    from tracekit.model import cache
     from tracekit.ranks.discover import is_multi_rank
+
+    multi_rank = is_multi_rank(Path(trace))
+    if not multi_rank and (no_cache or cache_off_by_env()):
+        pandas_without_arrow()                    # no Parquet to read or write: pandas needs no pyarrow
+    from tracekit.analyze import analyze_path
+    from tracekit.model import cache
     from tracekit.report.emit import emit
 
-    if is_multi_rank(Path(trace)):
+    if multi_rank:
         from tracekit.cli.ranks import run_ranks
         single = [name for name, given in (("--html", html), ("--perfetto", perfetto), ("--fusion", fusion),
                                            ("--et", et), ("--filter", filter), ("--devices", devices)) if given]

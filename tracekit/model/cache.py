@@ -31,6 +31,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from tracekit.lean import cache_off_by_env
 from tracekit.model.keys import SHARED_COLUMNS
 from tracekit.model.schema import BY_NAME, KERNEL_COLUMNS
 from tracekit.model.trace import Step, Trace
@@ -52,7 +53,7 @@ def settings(enabled: bool):
 
 def folder() -> Path | None:
     """The cache folder, or None when the cache is off."""
-    if (_enabled and not _enabled[-1]) or os.environ.get("TRACEKIT_NO_CACHE", "") not in ("", "0"):
+    if (_enabled and not _enabled[-1]) or cache_off_by_env():
         return None
     if os.environ.get("TRACEKIT_CACHE_DIR"):
         return Path(os.environ["TRACEKIT_CACHE_DIR"])

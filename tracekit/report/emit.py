@@ -12,7 +12,6 @@ from tracekit.errors import TracekitError, one_line
 from tracekit.model.trace import Trace
 from tracekit.report.diagnosis import document
 from tracekit.report.document import to_csv
-from tracekit.report.table import print_tables
 
 
 def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wide: bool = False,
@@ -49,5 +48,6 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
         from tracekit.report.markdown import markdown
         sys.stdout.write(markdown(traces, docs, top=top, by=by, sort=sort, pattern=pattern))
     else:
+        from tracekit.report.table import print_tables         # rich and networkx: for people's tables only
         print_tables(traces, top=top, fusion=fusion, wide=wide, docs=docs, by=by, sort=sort, pattern=pattern)
     sys.stdout.flush()
