@@ -16,14 +16,15 @@ from tracekit.report.document import to_csv
 
 def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wide: bool = False,
          html: str | None = None, perfetto: str | None = None, by: str = "kernel", sort: str = "time",
-         pattern=None, devices: list | None = None) -> None:
+         pattern=None, devices: list | None = None) -> tuple[bytes, list[str]] | None:
     """Write one format to stdout and the --html / --perfetto files; warnings go to stderr. ``by``,
     ``sort``, ``pattern`` (a ``limits.UserRegex``): what the top table of the table and Markdown formats
     shows (JSON, CSV and HTML keep every kernel). ``devices`` (specs, explain --devices): stdout holds
-    the floors on each device (``report.devices``; JSON: the document gains a ``devices`` key)."""
-    for t in traces:
-        for w in t.warnings:
-            print(f"tracekit: warning: {one_line(w, 500)}", file=sys.stderr)     # trace text: one bounded line
+    the floors on each device (``report.devices``; JSON: the document gains a ``devices`` key).
+    Returns the JSON written and the warning lines of a plain JSON explain (what ``model.doc_cache`` keeps)."""
+    lines = [f"tracekit: warning: {one_line(w, 500)}" for t in traces for w in t.warnings]  # trace text: bounded
+    for line in lines:
+        print(line, file=sys.stderr)
     docs = [document(t) for t in traces] if fmt != "csv" or html or perfetto else []
     if perfetto:
         if len(traces) != 1:
@@ -41,7 +42,10 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
         write_devices(traces, docs, devices, fmt, top)
     elif fmt == "json":
         doc = docs[0] if len(docs) == 1 else {"graphs": docs}
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n")
+        out = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n"
+        sys.stdout.buffer.write(out)
+        sys.stdout.flush()
+        return (out, lines) if not (html or perfetto) else None
     elif fmt == "csv":
         sys.stdout.write(to_csv(traces))
     elif fmt == "markdown":
