@@ -2,7 +2,8 @@
 
 Every row is one fresh process, timed from its start to its exit (interpreter start-up, imports,
 reading the file, the work and writing the output: what `time tracekit explain ...` says), stdout to
-/dev/null; peak RSS is the process's own maximum (os.wait4). Rows, interleaved in each round so that a
+/dev/null; its CPU seconds (user + system) and peak RSS are the process's own (os.wait4): on a shared
+machine the CPU column is the steadier one. Rows, interleaved in each round so that a
 busy machine slows every row alike; the median of --repeat rounds (HTA and TraceLens: one run):
 
 - orjson.loads of the file, Python's cycle collector on (any program's default: the baseline) and off
@@ -75,8 +76,8 @@ def rows(path: Path, cache_dir: Path, hta: bool, tracelens: bool, every: bool) -
     return out
 
 
-def run_process(argv: list, env: dict) -> tuple[float, int]:
-    """(wall seconds from spawn to exit, the child's peak RSS in bytes)."""
+def run_process(argv: list, env: dict) -> tuple[float, float, int]:
+    """(wall seconds from spawn to exit, its CPU seconds: user + system, its peak RSS in bytes)."""
     full = {k: v for k, v in os.environ.items() if k not in ("TRACEKIT_NO_CACHE", "TRACEKIT_CACHE_DIR")}
     full.update(PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore", **env)
     with open(os.devnull, "wb") as null:
@@ -89,17 +90,18 @@ def run_process(argv: list, env: dict) -> tuple[float, int]:
         proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(map(str, argv[:6]))} failed ({proc.returncode}):\n{err.decode()[-2000:]}")
-    return t1 - t0, usage.ru_maxrss * 1024
+    return t1 - t0, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
-def measure(table: dict, repeat: int, once: set) -> dict[str, tuple[float, int]]:
-    """Interleaved rounds; per row the median time and the largest peak RSS."""
+def measure(table: dict, repeat: int, once: set) -> dict[str, tuple[float, float, int]]:
+    """Interleaved rounds; per row the median wall and CPU times and the largest peak RSS."""
     got: dict[str, list] = {n: [] for n in table}
     for r in range(repeat):
         for name, (argv, env) in table.items():
             if name not in once or r == 0:
                 got[name].append(run_process(argv, env))
-    return {n: (statistics.median(t for t, _ in v), max(m for _, m in v)) for n, v in got.items()}
+    return {n: (statistics.median(t for t, _, _ in v), statistics.median(c for _, c, _ in v), max(m for _, _, m in v))
+            for n, v in got.items()}
 
 
 def plain_copy(src: Path, tmp: Path) -> Path:
@@ -110,12 +112,13 @@ def plain_copy(src: Path, tmp: Path) -> Path:
 
 
 def report(title: str, size: int, res: dict) -> None:
-    base = res["orjson.loads (collector on)"][0]
+    base, base_cpu = res["orjson.loads (collector on)"][:2]
     print(f"\n{title}")
-    print("| whole process | median s | × orjson.loads (collector on) | peak RSS | × file |")
-    print("|---|---|---|---|---|")
-    for name, (t, rss) in res.items():
-        print(f"| {name} | {t:.3f} | {t / base:.2f} | {rss / 1e6:.0f} MB | {rss / size:.2f} |")
+    print("| whole process | median s | × orjson.loads (collector on) | CPU s | × orjson (CPU) | peak RSS | × file |")
+    print("|---|---|---|---|---|---|---|")
+    for name, (t, cpu, rss) in res.items():
+        print(f"| {name} | {t:.3f} | {t / base:.2f} | {cpu:.3f} | {cpu / base_cpu:.2f} | {rss / 1e6:.0f} MB | "
+              f"{rss / size:.2f} |")
 
 
 def main() -> None:

@@ -5,7 +5,8 @@ enough copies for at least 1,000,000 kernels in that one step (3.6 GB of JSON fr
 
 Per size, `explain FILE -f json --no-cache` in fresh processes (tracekit byte-compiled first):
 the command's own time in process (imports warmed on a small trace, not timed: what grows with the
-trace), the whole process's wall time, and its peak RSS (os.wait4); rounds interleave the sizes and
+trace), the whole process's time, each as wall and CPU seconds (CPU: what a shared machine disturbs
+least), and its peak RSS (os.wait4); rounds interleave the sizes and
 the median of --repeat is reported (the million-kernel trace: one run). Target: 8 copies ≤ 9× one copy.
 
     python bench/bench_scale.py [--trace T] [--copies 1,2,4,8] [--repeat 3] [--million]
@@ -38,15 +39,16 @@ def cli(p):
     finally: sys.stdout.flush(); os.dup2(out, 1)
     assert code == 0, code
 cli(small)
-t0 = time.perf_counter(); cli(path); t1 = time.perf_counter()
-print("RESULT", t1 - t0, file=sys.stderr)
+c0, t0 = time.process_time(), time.perf_counter(); cli(path); t1, c1 = time.perf_counter(), time.process_time()
+print("RESULT", t1 - t0, c1 - c0, file=sys.stderr)
 """
 COUNT = ("import sys, orjson; d = orjson.loads(sys.stdin.buffer.read()); "
          "print(d['summary']['kernels'], len(d['steps']))")
 
 
-def run_child(argv: list) -> tuple[float, float, int]:
-    """(in-process seconds of the command, whole-process wall seconds, peak RSS bytes)."""
+def run_child(argv: list) -> tuple[float, float, float, float, int]:
+    """Seconds of the command in process (wall, CPU), of the whole process (wall, CPU: user + system), and
+    its peak RSS in bytes. CPU seconds are what a shared machine disturbs least."""
     env = {k: v for k, v in os.environ.items() if k != "TRACEKIT_CACHE_DIR"}
     env.update(PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore", TRACEKIT_NO_CACHE="1")
     t0 = time.perf_counter()
@@ -57,7 +59,8 @@ def run_child(argv: list) -> tuple[float, float, int]:
     line = [x for x in err.decode().splitlines() if x.startswith("RESULT")]
     if os.waitstatus_to_exitcode(status) != 0 or not line:
         raise SystemExit(f"explain failed:\n{err.decode()[-2000:]}")
-    return float(line[-1].split()[1]), wall, usage.ru_maxrss * 1024
+    t, cpu = map(float, line[-1].split()[1:3])
+    return t, cpu, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
 def kernels_and_steps(path: Path) -> tuple[int, int]:
@@ -97,22 +100,23 @@ def main() -> None:
         for _ in range(args.repeat):
             for n in sizes:
                 got[n].append(run_child([PY, "-c", TIMED, str(paths[n]), str(SMALL)]))
-        res = {n: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v), max(x[2] for x in v),
+        res = {n: (*(statistics.median(x[i] for x in v) for i in range(4)), max(x[4] for x in v),
                    paths[n].stat().st_size) for n, v in got.items()}
         if args.million:
             n = -(-1_000_000 // per_copy)
             big = make(src, n, tmp / f"one_step_x{n}.json")
             res[n] = (*run_child([PY, "-c", TIMED, str(big), str(SMALL)]), big.stat().st_size)
     print(f"\none step ({steps} step(s) at {sizes[0]} cop{'y' if sizes[0] == 1 else 'ies'}); {per_copy:,} kernels a copy")
-    print("| copies | kernels in the step | file MB | in process s | × 1 copy | µs per kernel | whole process s "
-          "| × 1 copy | peak RSS MB | RSS × its file | RSS × 1 copy's file |")
+    print("| copies | kernels in the step | file MB | in process s (CPU s) | × 1 copy (CPU) | CPU µs per kernel "
+          "| whole process s (CPU s) | × 1 copy (CPU) | peak RSS MB | RSS × its file | RSS × 1 copy's file |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     one = res[sizes[0]]
-    one_size = one[3] / sizes[0]
-    for n, (t, wall, rss, size) in res.items():
-        k = n * per_copy
-        print(f"| {n} | {k:,} | {size / 1e6:.0f} | {t:.2f} | {t / one[0] * sizes[0]:.2f} | {t / k * 1e6:.1f} | "
-              f"{wall:.2f} | {wall / one[1] * sizes[0]:.2f} | {rss / 1e6:.0f} | {rss / size:.2f} | {rss / one_size:.2f} |")
+    one_size = one[5] / sizes[0]
+    for n, (t, cpu, wall, wcpu, rss, size) in res.items():
+        k, f = n * per_copy, sizes[0]
+        print(f"| {n} | {k:,} | {size / 1e6:.0f} | {t:.2f} ({cpu:.2f}) | {t / one[0] * f:.2f} ({cpu / one[1] * f:.2f}) | "
+              f"{cpu / k * 1e6:.1f} | {wall:.2f} ({wcpu:.2f}) | {wall / one[2] * f:.2f} ({wcpu / one[3] * f:.2f}) | "
+              f"{rss / 1e6:.0f} | {rss / size:.2f} | {rss / one_size:.2f} |")
 
 
 if __name__ == "__main__":
