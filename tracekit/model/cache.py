@@ -3,8 +3,9 @@ the same file skips reading the JSON (the largest part of explain's time, docs/p
 
 What is kept: the table as load, twins, classify, collectives and graph-replay mapping leave it
 (``analyze.normalise``), with the ``Trace`` fields needed to rebuild it (steps, device, metadata,
-warnings). Costs and floors are not kept: they depend on --device/--spec, on kernel sources and on an
-execution trace, and they take a fraction of the load time, so they are recomputed on every run.
+warnings). Costs and floors are not kept here: they depend on --device/--spec, on kernel sources and on
+an execution trace, so they are recomputed from the table (``model.doc_cache`` keeps a whole
+``explain -f json`` output under a key that holds those too).
 
 Key: blake2b of the trace file's bytes (streamed) and of each graph-capture file the bundle adds, the
 file's absolute path, the step marker, tracekit's version and a digest of tracekit's own source files
