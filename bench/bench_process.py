@@ -18,7 +18,7 @@ tracekit's modules are byte-compiled first (compileall), as an installed package
 PYTHONDONTWRITEBYTECODE is set and nothing compiled them, every run compiles its ~100 modules again
 (0.3-0.5 s on the 2-core dev box), which no user pays.
 
-    python bench/bench_process.py [TRACE ...] [--repeat 5] [--no-hta] [--tracelens DIR] [--all]
+    python bench/bench_process.py [TRACE ...] [--repeat 5] [--no-hta] [--tracelens DIR] [--all] [--before TREE]
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ TRACELENS = ("import os, sys, types; sys.modules['TraceLens'] = m = types.Module
 EXPLAIN = [PY, "-m", "tracekit", "explain"]
 
 
-def rows(path: Path, cache_dir: Path, hta: bool, tracelens: bool, every: bool) -> dict[str, tuple[list, dict]]:
+def rows(path: Path, cache_dir: Path, hta: bool, tracelens: bool, every: bool,
+         before: Path | None = None) -> dict[str, tuple[list, dict]]:
     """name -> (argv, extra environment)."""
     off = {"TRACEKIT_NO_CACHE": "1"}
     out = {
@@ -67,6 +68,12 @@ def rows(path: Path, cache_dir: Path, hta: bool, tracelens: bool, every: bool) -
         "tracekit explain -f json, cache warm": (EXPLAIN + [str(path), "-f", "json"],
                                                  {"TRACEKIT_CACHE_DIR": str(cache_dir)}),
     }
+    if before is not None:           # the same two commands from another tree (an older commit), same run
+        old = {"PYTHONPATH": str(before), "CWD": str(before)}         # `python -m` imports from its folder
+        out[f"before ({before.name}): explain -f json --no-cache"] = (
+            EXPLAIN + [str(path), "-f", "json", "--no-cache"], {**off, **old})
+        out[f"before ({before.name}): explain -f json, cache warm"] = (
+            EXPLAIN + [str(path), "-f", "json"], {"TRACEKIT_CACHE_DIR": str(cache_dir) + "-before", **old})
     if every:
         out["tracekit explain --fusion --no-cache"] = (EXPLAIN + [str(path), "--fusion", "--no-cache"], off)
     if hta:
@@ -79,10 +86,12 @@ def rows(path: Path, cache_dir: Path, hta: bool, tracelens: bool, every: bool) -
 def run_process(argv: list, env: dict) -> tuple[float, float, int]:
     """(wall seconds from spawn to exit, its CPU seconds: user + system, its peak RSS in bytes)."""
     full = {k: v for k, v in os.environ.items() if k not in ("TRACEKIT_NO_CACHE", "TRACEKIT_CACHE_DIR")}
-    full.update(PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore", **env)
+    full.update(PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
+    full.update(env)
+    cwd = full.pop("CWD", str(ROOT))
     with open(os.devnull, "wb") as null:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=null, stderr=subprocess.PIPE, env=full, cwd=ROOT)
+        proc = subprocess.Popen(argv, stdout=null, stderr=subprocess.PIPE, env=full, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         t1 = time.perf_counter()
         err = proc.stderr.read()
@@ -128,10 +137,13 @@ def main() -> None:
     ap.add_argument("--no-hta", action="store_true")
     ap.add_argument("--tracelens", help="a TraceLens checkout (AMD-AGI/TraceLens)")
     ap.add_argument("--all", action="store_true", help="also explain --fusion")
+    ap.add_argument("--before", help="another tracekit tree (e.g. a `git archive` of an older commit): its explain "
+                                     "rows run in the same rounds")
     args = ap.parse_args()
     if args.tracelens:
         os.environ["TRACELENS_DIR"] = str(Path(args.tracelens).resolve())
-    subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "tracekit")], check=True)
+    for tree in [ROOT] + ([Path(args.before)] if args.before else []):
+        subprocess.run([PY, "-m", "compileall", "-q", str(tree / "tracekit")], check=True)
     hta = not args.no_hta and subprocess.run([PY, "-c", "import hta"], capture_output=True).returncode == 0
     print(f"{time.strftime('%Y-%m-%d %H:%M')}; {platform.node()}: {os.cpu_count()} CPUs, Python "
           f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f}; whole processes, median of "
@@ -141,12 +153,15 @@ def main() -> None:
         for src in map(Path, args.traces):
             plain = plain_copy(src, tmp)
             cache_dir = tmp / "cache"
-            table = rows(plain, cache_dir, hta, bool(args.tracelens), args.all)
-            run_process(*table["tracekit explain -f json, cache warm"])           # fills the cache
+            before = Path(args.before).resolve() if args.before else None
+            table = rows(plain, cache_dir, hta, bool(args.tracelens), args.all, before)
+            for name in [n for n in table if "cache warm" in n]:
+                run_process(*table[name])                                         # fills the cache
             res = measure(table, args.repeat, {"HTA TraceAnalysis", "TraceLens TreePerfAnalyzer.from_file"})
             report(f"{src.name}: {plain.stat().st_size / 1e6:.1f} MB of JSON", plain.stat().st_size, res)
             plain.unlink()
             shutil.rmtree(cache_dir, ignore_errors=True)
+            shutil.rmtree(str(cache_dir) + "-before", ignore_errors=True)
 
 
 if __name__ == "__main__":
