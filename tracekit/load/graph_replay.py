@@ -158,6 +158,25 @@ def _enclosing_mark(marks: list):
     return lambda t: next((m for s, e, m in reversed(spans) if s <= t <= e), None)
 
 
+def _set_cells(df: pd.DataFrame, cells: dict[str, dict]) -> None:
+    """``df.at[label, col] = value`` for every cell of ``cells``, one column at a time (a replayed
+    serving trace maps millions of rows: ``df.at`` per cell was most of its time). A column whose dtype
+    would not hold a value as it is gets the cells one by one, as before."""
+    for col, values in cells.items():
+        column = df[col]
+        arr = column.to_numpy(copy=True)
+        try:
+            if not df.index.is_unique or arr.dtype != object and not all(type(v) is int for v in values.values()):
+                raise TypeError(col)
+            for pos, value in zip(df.index.get_indexer(list(values)).tolist(), values.values()):
+                arr[pos] = value
+        except (TypeError, ValueError, OverflowError):
+            for label, value in values.items():
+                df.at[label, col] = value
+            continue
+        df[col] = pd.Series(arr, index=df.index, dtype=column.dtype)
+
+
 def _pair(replay: pd.DataFrame, cap: Capture) -> list[dict | None] | None:
     """The capture op for each replay row; None when the kernels disagree (count or names).
 
@@ -266,6 +285,7 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
     notes = Notes()
     # a missing kernel_file is NaN in a column holding text (as a pandas string column has it), else None
     no_file = np.nan if "kernel_file" in df.columns and any(isinstance(v, str) for v in df["kernel_file"]) else None
+    cells: dict[str, dict] = {}           # column -> {row label: value}, written once per column at the end
     for corr, rows in df.loc[graph_rows].groupby("correlation", sort=False):
         gid = replay_gid.get(corr)
         pool = [c for c in captures if c.gid == gid] if gid is not None else captures
@@ -282,18 +302,19 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
                 continue
             args = op.get("args") if isinstance(op.get("args"), dict) else {}
             clean_op_args(args, notes)                 # the loader checks only the ops its rows use
-            df.at[idx, "op"] = op.get("name")
+            cells.setdefault("op", {})[idx] = op.get("name")
             for col, key in OP_FIELDS:
                 if col in df.columns:
                     value = args.get(key)
-                    df.at[idx, col] = no_file if value is None and col == "kernel_file" else value
-            df.at[idx, "op_source"] = "graph_capture"
+                    cells.setdefault(col, {})[idx] = no_file if value is None and col == "kernel_file" else value
+            cells.setdefault("op_source", {})[idx] = "graph_capture"
             if in_main_trace and "op_rf_id" in df.columns:     # the execution trace knows that op call
                 rf = args.get("Record function id")
-                df.at[idx, "op_rf_id"] = rf if isinstance(rf, int) and not isinstance(rf, bool) else -1
+                cells.setdefault("op_rf_id", {})[idx] = rf if isinstance(rf, int) and not isinstance(rf, bool) else -1
             if "op_id" in df.columns:      # one id per (replay, op call): replays must not share
-                df.at[idx, "op_id"] = new_ids.setdefault((corr, id(op)), -2 - len(new_ids))
+                cells.setdefault("op_id", {})[idx] = new_ids.setdefault((corr, id(op)), -2 - len(new_ids))
             summary["mapped"] += 1
+    _set_cells(df, cells)
     trace.warnings.extend(notes.warnings())
     summary["unmapped"] = summary["replayed"] - summary["mapped"]
     if summary["unmapped"]:
