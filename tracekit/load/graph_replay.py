@@ -108,14 +108,18 @@ def find_captures(events: list, source: str) -> list[Capture]:
         if not any(b.get("tid") == m.get("tid") and m0 <= float(b["ts"]) <= m1 for b, _ in windows):
             windows.append((m, {"ts": m1}))
     starts = [float(e["ts"]) for e in launches]
-    captures = []
+    found_in: list[tuple[list, list]] = []
     for begin, end in windows:
         t0, t1, tid = float(begin["ts"]), float(end["ts"]), begin.get("tid")
         inside = [e for e in launches[bisect_left(starts, t0):bisect_right(starts, t1)] if e.get("tid") == tid]
-        found = [_enclosing(ops.get((e.get("args") or {}).get("External id")), e) for e in inside]
-        missing = [k for k, op in enumerate(found) if op is None]
-        for k, op in zip(missing, _innermost_ops([inside[k] for k in missing], cpu_ops)):
+        found_in.append((inside, [_enclosing(ops.get((e.get("args") or {}).get("External id")), e) for e in inside]))
+    missing = [(inside, found, k) for inside, found in found_in for k, op in enumerate(found) if op is None]
+    if missing:                      # one sweep over the CPU ops for every window's launches, not one each
+        for (_, found, k), op in zip(missing, _innermost_ops([inside[k] for inside, _, k in missing], cpu_ops)):
             found[k] = op
+    captures = []
+    for (begin, _), (inside, found) in zip(windows, found_in):
+        t0, tid = float(begin["ts"]), begin.get("tid")
         gid = next((int(CAPTURE_MARK.match(m["name"]).group(1)) for m in marks if m.get("tid") == tid
                     and float(m["ts"]) <= t0 <= float(m["ts"]) + float(m.get("dur", 0))), None)
         nodes = [(_node_kind(e["name"]), (e.get("args") or {}).get("kernel"), op) for e, op in zip(inside, found)]
