@@ -79,15 +79,16 @@ def _usable(events: list) -> list[dict]:
     return out
 
 
-def find_captures(events: list, source: str) -> list[Capture]:
-    """Every capture window in one trace's events, with its nodes and their ops."""
+def find_captures(events: list, source: str, checked: bool = False) -> list[Capture]:
+    """Every capture window in one trace's events, with its nodes and their ops (``checked``: the
+    events are ``_usable``'s already)."""
     windows: list[tuple[dict, dict]] = []
     open_begin: dict = {}
     marks: list[dict] = []
     launches: list[dict] = []
     ops: dict = {}
     cpu_ops: list[dict] = []
-    for e in sorted(_usable(events), key=lambda e: e["ts"]):
+    for e in sorted(events if checked else _usable(events), key=lambda e: e["ts"]):
         name, cat = e.get("name") or "", e.get("cat")
         if cat in LAUNCH_CATEGORIES:
             if BEGIN_CAPTURE.match(name):
@@ -127,10 +128,10 @@ def find_captures(events: list, source: str) -> list[Capture]:
     return captures
 
 
-def _replay_ids(events: list) -> dict[int, int]:
+def _replay_ids(events: list, checked: bool = False) -> dict[int, int]:
     """graph-launch correlation → G of the enclosing tracekit::graph_replay#G range (of several ranges of
     one thread holding the launch, the last in the trace's order)."""
-    events = _usable(events)
+    events = events if checked else _usable(events)
     marks: dict = {}
     for m in events:
         if REPLAY_MARK.match(m["name"]):
@@ -278,12 +279,13 @@ def map_graph_kernels(trace: Trace, bundle_dir: str | Path | None = None,
     if events is None:                  # a Trace not built by load_trace: read its file once
         events, _ = trace_events(read_json(Path(trace.path)), Path(trace.path))
     trace.source_events = None
-    captures = find_captures(events, trace.path)
+    events = _usable(events)                  # checked once for both readers of them
+    captures = find_captures(events, trace.path, checked=True)
     for path in [*capture_files(bundle_dir), *(Path(p) for p in capture_paths or [])]:
         if path.resolve() != Path(trace.path).resolve():
             captures += find_captures(trace_events(read_json(path), path)[0], str(path))
     summary["captures"] = len(captures)
-    replay_gid = _replay_ids(events)
+    replay_gid = _replay_ids(events, checked=True)
     reasons: dict[str, int] = {}
     new_ids: dict[tuple, int] = {}
     notes = Notes()
