@@ -67,6 +67,7 @@ def test_options_and_files_that_change_the_document_change_the_key(cache_env, tm
               doc_cache.doc_key(bundle, None, None, None, 0, str(bundle / "et.json.gz"))]
     assert base is not None and len({base, *others}) == 6
     assert doc_cache.doc_key(bundle, None, None, None, 0, None) == base
+    assert doc_cache.doc_key(str(bundle) + "/", None, None, None, 0, None) != base     # the document names the path
     source = next((bundle / "kernels").glob("*.py"))
     source.write_text(source.read_text() + "\n# edited\n")              # a kernel source changes the cost
     assert doc_cache.doc_key(bundle, None, None, None, 0, None) != base

@@ -1,7 +1,8 @@
 """explain's JSON output kept whole, so that a warm ``explain -f json`` skips loading, costing and the
 document, and pandas too: it hashes the input, reads one file and writes it out.
 
-Key: everything the output can depend on. The input's bytes, path and step marker as the table's key
+Key: everything the output can depend on. The input's bytes, path (as given, and resolved) and step
+marker as the table's key
 takes them (``cache_key.key``: tracekit's version and source digest too), plus every file the input
 brings with it (a folder: all its files; a trace file: its bundle's meta, execution trace, graph
 captures and kernel sources, and a ``<stem>.kernels/`` folder next to it), the execution trace and
@@ -55,7 +56,8 @@ def doc_key(path: str | Path, step_marker: str | None, device: str | None, spec:
     h = hashlib.blake2b(digest_size=20)
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("TRACEKIT_")
                  and k not in ("TRACEKIT_CACHE_DIR", "TRACEKIT_NO_CACHE"))
-    h.update(orjson.dumps([FORMAT, base, str(p.resolve()), device, spec, skip, et, env]))
+    # the path as given too: the document names the trace as it was given
+    h.update(orjson.dumps([FORMAT, base, str(path), str(p.resolve()), device, spec, skip, et, env]))
     extra = [Path(spec)] if spec and Path(spec).is_file() else []
     extra += [Path(et)] if et else []
     for f in (*_companions(p), *extra, *sorted(SPECS.glob("*.toml"))):
