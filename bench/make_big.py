@@ -3,8 +3,10 @@ k × (the trace's span + 1 ms), every id (correlation, External id, Record funct
 Python ids) offset by k × (the largest id + 1), and ProfilerStep#N renumbered, so the copies are
 distinct steps, launches and ops. Written as a stream (one copy in memory at a time), gzipped when
 the name ends in .gz. The file says it is synthetic (traceName, and a "synthetic" top-level field).
+--one-step drops the ProfilerStep#N events, so the whole trace is one step (a serving trace without
+step markers): the N copies' kernels are one step's.
 
-    python bench/make_big.py SOURCE.json.gz N OUT.json[.gz]
+    python bench/make_big.py SOURCE.json.gz N OUT.json[.gz] [--one-step]
 """
 
 from __future__ import annotations
@@ -45,12 +47,17 @@ def _plan(events: list) -> tuple[float, int, int, list]:
 
 
 def main() -> None:
-    src, copies, out = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+    one_step = "--one-step" in sys.argv
+    argv = [a for a in sys.argv[1:] if a != "--one-step"]
+    src, copies, out = Path(argv[0]), int(argv[1]), Path(argv[2])
     raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
     doc = orjson.loads(raw)
     events = doc.pop("traceEvents")
+    if one_step:
+        events = [e for e in events if not (isinstance(e.get("name"), str) and STEP.match(e["name"]))]
     dt, did, dstep, fields = _plan(events)
-    doc["traceName"] = f"SYNTHETIC: {src.name} repeated {copies}x (bench/make_big.py)"
+    doc["traceName"] = (f"SYNTHETIC: {src.name} repeated {copies}x"
+                        f"{' as one step' if one_step else ''} (bench/make_big.py)")
     doc["synthetic"] = True
     head = orjson.dumps(doc)[:-1] + b', "traceEvents": [\n'
     opener = gzip.open(out, "wb", compresslevel=1) if out.suffix == ".gz" else open(out, "wb")
@@ -65,7 +72,8 @@ def main() -> None:
             size += fh.write(text[1:-1])
             size += fh.write(b",\n" if k < copies - 1 else b"\n")
         size += fh.write(b"]}\n")
-    print(f"{out}: {copies} copies of {len(events)} events (synthetic), {size} bytes of JSON")
+    print(f"{out}: {copies} copies of {len(events)} events (synthetic{', one step' if one_step else ''}), "
+          f"{size} bytes of JSON")
 
 
 if __name__ == "__main__":

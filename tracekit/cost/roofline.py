@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import namedtuple
 from typing import Callable
 
 import numpy as np
@@ -26,6 +27,8 @@ _DEVICE_TO_DEVICE = re.compile(r"dtod|device -> device|d2d", re.IGNORECASE)
 _PEER = re.compile(r"ptop|peer|p2p", re.IGNORECASE)
 _COST_INPUTS = ("name", "kind", "category", "op", "op_dims", "op_types", "op_strides", "op_concrete",
                 "kernel_file", "fused_ops", "event_bytes", "collective")
+
+_Row = namedtuple("_Row", _COST_INPUTS)
 
 
 def row_cost(row, roles_of: RolesFn | None) -> Cost | str:
@@ -115,7 +118,7 @@ def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None) -> pd.DataFrame
     memo: dict = {}
     keys = ValueKeys()
     dtype, unit, flops, nbytes, note = [], [], [], [], []
-    for row in df[list(_COST_INPUTS)].itertuples(index=False):
+    for row in map(_Row._make, zip(*[df[c].tolist() for c in _COST_INPUTS])):     # columns, not pandas rows
         event = row.event_bytes if row.event_bytes == row.event_bytes else None   # NaN: no memo key
         key = (row.name, row.kind, row.op, keys(row.op_dims), keys(row.op_types), keys(row.op_strides),
                keys(row.op_concrete), row.kernel_file, event, repr(row.collective))
@@ -182,7 +185,7 @@ def roofline_terms(df: pd.DataFrame, spec) -> tuple[np.ndarray, np.ndarray]:
     bytes are unknown), in µs."""
     peaks = {}
     peak = []
-    for d, u in zip(df["dtype"], df["compute_unit"]):
+    for d, u in zip(df["dtype"].tolist(), df["compute_unit"].tolist()):
         key = (d, u)
         if key not in peaks:
             rate = rate_for(spec, d, u)[1] if isinstance(d, str) else None

@@ -36,15 +36,19 @@ class Value:
         return self.producer is not None and bool(self.readers)
 
 
-def _read_sigs(io: IO, memo: dict) -> list:
-    """(element count, dtype) of each tensor ``io`` reads, once per IO object (rows share them); a
-    broadcast view, or a gather capped at its source, counts the elements stored (the tensor an earlier
-    call wrote); a partial read (a strided conv's input) the whole tensor, which its producer wrote."""
+def _read_sigs(io: IO, memo: dict) -> tuple:
+    """(element count, dtype) of each tensor ``io`` reads and writes, and the set of read ones that repeat,
+    once per IO object (rows share them); a broadcast view, or a gather capped at its source, counts the
+    elements stored (the tensor an earlier call wrote); a partial read (a strided conv's input) the whole
+    tensor, which its producer wrote."""
     got = memo.get(id(io))
     if got is None:
-        got = memo[id(io)] = (io, [(t.numel if t.stored is None or t.partial else t.stored, t.dtype)
-                                   for t in io.reads],
-                              [(t.numel, t.dtype) for t in io.writes or ()])
+        sigs = [(t.numel if t.stored is None or t.partial else t.stored, t.dtype) for t in io.reads]
+        counts: dict = {}
+        for sig in sigs:
+            counts[sig] = counts.get(sig, 0) + 1
+        got = memo[id(io)] = (io, sigs, [(t.numel, t.dtype) for t in io.writes or ()],
+                              {sig for sig, n in counts.items() if n > 1})
     return got
 
 
@@ -66,7 +70,7 @@ def link(nodes: list[Node], memo: dict | None = None) -> tuple[list[Value], list
     for node in nodes:
         if node.io is None:
             continue
-        _, sigs, write_sigs = _read_sigs(node.io, memo)
+        _, sigs, write_sigs, repeated = _read_sigs(node.io, memo)
         bound: set = set()
         seen: dict = {}
         index = node.index
@@ -75,7 +79,7 @@ def link(nodes: list[Node], memo: dict | None = None) -> tuple[list[Value], list
             if v is not None and sig not in bound:
                 bound.add(sig)
                 values[v].readers.append(index)
-                values[v].ambiguous |= sig in outside_sigs or sigs.count(sig) > 1
+                values[v].ambiguous |= sig in outside_sigs or sig in repeated
                 continue
             nth = seen.get(sig, 0)
             seen[sig] = nth + 1
@@ -85,12 +89,12 @@ def link(nodes: list[Node], memo: dict | None = None) -> tuple[list[Value], list
                 outside_sigs.add(sig)
                 values.append(Value(t, None, []))
             readers = values[outside[k]].readers
-            if index not in readers:
+            if not readers or readers[-1] != index:      # indices rise: the last reader is the only test
                 readers.append(index)
             m = merged.get((sig, nth))
             if m is None:
                 merged[(sig, nth)] = m = Value(t, None, [])
-            if index not in m.readers:
+            if not m.readers or m.readers[-1] != index:
                 m.readers.append(index)
         for t, sig in zip(node.io.writes or (), write_sigs):
             last[sig] = len(values)

@@ -316,7 +316,7 @@ def step_dataflow(ios: list[ExactIO | None]) -> tuple[list[Version], list[Extern
                 _, vlo, vhi = ver.access.region
                 if min(hi, vhi) <= max(lo, vlo):
                     continue
-                if i not in ver.readers:
+                if not ver.readers or ver.readers[-1] != i:      # i rises: the last reader is the only test
                     ver.readers.append(i)
                 if ver.access.partial:
                     partial_hits[v] = ver.access.nbytes
@@ -326,7 +326,7 @@ def step_dataflow(ios: list[ExactIO | None]) -> tuple[list[Version], list[Extern
             if covered == hi - lo:
                 continue
             ext = external.setdefault((s, lo, hi), External(a))
-            if i not in ext.readers:
+            if not ext.readers or ext.readers[-1] != i:
                 ext.readers.append(i)
             if a.partial:
                 ext.partial += min(a.nbytes, hi - lo - covered)

@@ -132,22 +132,38 @@ def find_captures(events: list, source: str) -> list[Capture]:
 
 
 def _replay_ids(events: list) -> dict[int, int]:
-    """graph-launch correlation → G of the enclosing tracekit::graph_replay#G range (ranges do not nest:
-    the last one on the launch's thread starting at or before it, if it has not ended)."""
+    """graph-launch correlation → G of the enclosing tracekit::graph_replay#G range (of several ranges of
+    one thread holding the launch, the last in the trace's order)."""
     events = _usable(events)
-    marks: dict = defaultdict(list)
-    for m in sorted((e for e in events if REPLAY_MARK.match(e["name"])), key=lambda m: float(m["ts"])):
-        marks[_tid_key(m)].append(m)
-    starts = {tid: [float(m["ts"]) for m in ms] for tid, ms in marks.items()}
+    marks: dict = {}
+    for m in events:
+        if REPLAY_MARK.match(m["name"]):
+            marks.setdefault(m.get("tid"), []).append(m)
+    find = {tid: _enclosing_mark(ms) for tid, ms in marks.items()}
     out = {}
     for e in events:
-        if not (e["name"] in GRAPH_LAUNCHES and e.get("cat") in LAUNCH_CATEGORIES) or _tid_key(e) not in marks:
+        if not (e["name"] in GRAPH_LAUNCHES and e.get("cat") in LAUNCH_CATEGORIES) or e.get("tid") not in find:
             continue
-        t, ms = float(e.get("ts", -1)), marks[_tid_key(e)]
-        k = bisect_right(starts[_tid_key(e)], t) - 1
-        if k >= 0 and t <= float(ms[k]["ts"]) + float(ms[k].get("dur", 0)):
-            out[(e.get("args") or {}).get("correlation")] = int(REPLAY_MARK.match(ms[k]["name"]).group(1))
+        m = find[e.get("tid")](float(e.get("ts", -1)))
+        if m is not None:
+            out[(e.get("args") or {}).get("correlation")] = int(REPLAY_MARK.match(m["name"]).group(1))
     return out
+
+
+def _enclosing_mark(marks: list):
+    """t → the last of ``marks`` (one thread's, trace order) whose [ts, ts + dur] holds t, or None: a
+    binary search when no two of them overlap (one replay after another: at most one holds t), else a
+    scan of them all."""
+    spans = [(float(m["ts"]), float(m["ts"]) + float(m.get("dur", 0)), m) for m in marks]
+    ordered = sorted(spans, key=lambda span: span[0])
+    if all(ordered[k][0] > ordered[k - 1][1] for k in range(1, len(ordered))):
+        starts = [s for s, _, _ in ordered]
+
+        def search(t: float):
+            k = bisect_right(starts, t) - 1
+            return ordered[k][2] if k >= 0 and t <= ordered[k][1] else None
+        return search
+    return lambda t: next((m for s, e, m in reversed(spans) if s <= t <= e), None)
 
 
 def _enclosing(op: dict | None, launch: dict) -> dict | None:

@@ -3,8 +3,9 @@ the same file skips reading the JSON (the largest part of explain's time, docs/p
 
 What is kept: the table as load, twins, classify, collectives and graph-replay mapping leave it
 (``analyze.normalise``), with the ``Trace`` fields needed to rebuild it (steps, device, metadata,
-warnings). Costs and floors are not kept: they depend on --device/--spec, on kernel sources and on an
-execution trace, and they take a fraction of the load time, so they are recomputed on every run.
+warnings). Costs and floors are not kept here: they depend on --device/--spec, on kernel sources and on
+an execution trace, so they are recomputed from the table (``model.doc_cache`` keeps a whole
+``explain -f json`` output under a key that holds those too).
 
 Key: blake2b of the trace file's bytes (streamed) and of each graph-capture file the bundle adds, the
 file's absolute path, the step marker, tracekit's version and a digest of tracekit's own source files
@@ -18,11 +19,7 @@ Where: ``$TRACEKIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracekit``, else ``~/.cac
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
 import os
-import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -31,71 +28,10 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from tracekit.model.cache_key import FORMAT, code_digest, folder, key, settings  # noqa: F401  (the cache's API)
 from tracekit.model.keys import SHARED_COLUMNS
 from tracekit.model.schema import BY_NAME, KERNEL_COLUMNS
 from tracekit.model.trace import Step, Trace
-from tracekit.version import __version__
-
-FORMAT = 1                   # bump when the layout of a cache file changes
-_enabled: list[bool] = []    # innermost ``settings(enabled=...)`` wins
-
-
-@contextlib.contextmanager
-def settings(enabled: bool):
-    """Turn the cache on or off for the calls inside (``--no-cache``)."""
-    _enabled.append(enabled)
-    try:
-        yield
-    finally:
-        _enabled.pop()
-
-
-def folder() -> Path | None:
-    """The cache folder, or None when the cache is off."""
-    if (_enabled and not _enabled[-1]) or os.environ.get("TRACEKIT_NO_CACHE", "") not in ("", "0"):
-        return None
-    if os.environ.get("TRACEKIT_CACHE_DIR"):
-        return Path(os.environ["TRACEKIT_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tracekit"
-
-
-@functools.lru_cache(maxsize=1)
-def code_digest() -> str:
-    """A digest of every tracekit source file and the declared schema: any code change is a new key."""
-    h = hashlib.blake2b(digest_size=16)
-    package = Path(__file__).resolve().parents[1]
-    for path in sorted(package.rglob("*.py")):
-        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
-    h.update(repr([(c.name, c.kind) for c in BY_NAME.values()]).encode())
-    return h.hexdigest()
-
-
-def _file_digest(path: Path, h) -> bool:
-    """Feed a regular file's bytes to ``h`` in 1 MiB blocks; False for anything else (a FIFO never blocks)."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                h.update(block)
-    except OSError:
-        return False
-    return True
-
-
-def key(trace_file: Path, step_marker: str | None, extra_files: list[Path] = ()) -> str | None:
-    """The cache key of a trace file and the files its normalised table depends on; None when one of
-    them is not a regular file."""
-    h = hashlib.blake2b(digest_size=20)
-    where = str(Path(trace_file).resolve()).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    h.update(orjson.dumps([FORMAT, __version__, code_digest(), where, step_marker]))   # a non-UTF-8 name too
-    for path in (trace_file, *extra_files):
-        h.update(os.fsencode(Path(path).name) + b"\0")
-        if not _file_digest(Path(path), h):
-            return None
-    return h.hexdigest()
-
 
 def _path(root: Path, k: str) -> Path:
     return root / k[:2] / f"{k}.parquet"

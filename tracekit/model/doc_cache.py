@@ -1,0 +1,113 @@
+"""explain's JSON output kept whole, so that a warm ``explain -f json`` skips loading, costing and the
+document, and pandas too: it hashes the input, reads one file and writes it out.
+
+Key: everything the output can depend on. The input's bytes, path (as given, and resolved) and step
+marker as the table's key
+takes them (``cache_key.key``: tracekit's version and source digest too), plus every file the input
+brings with it (a folder: all its files; a trace file: its bundle's meta, execution trace, graph
+captures and kernel sources, a serving engine's ``capture_traces/`` folder, and a ``<stem>.kernels/``
+folder next to it), the execution trace, the ``--graph-captures`` files and
+spec files given, the device spec files tracekit ships, the options that change the document
+(device, spec, step marker, skipped steps) and the TRACEKIT_* limits of the environment. Kept: the
+output's bytes and the warning lines it printed on stderr. Same folder, same atomic write and the
+same switch (``--no-cache``, ``TRACEKIT_NO_CACHE``) as the table's cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import orjson
+
+from tracekit.model.cache_key import _file_digest, folder, key, path_text
+
+FORMAT = 1
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+
+
+def _companions(path: Path) -> list[Path]:
+    """The files an input brings with it, sorted (see the module's docstring)."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file())
+    folder_ = path.parent
+    found = [folder_ / n for n in ("meta.json", "et.json.gz", "et.json") if (folder_ / n).is_file()]
+    found += sorted(folder_.glob("graph_capture*.json*"))
+    for serving in (folder_ / "capture_traces", folder_ / "graph_capture_profile"):   # load.capture_dir
+        if serving.is_dir():
+            found += sorted(p for p in serving.rglob("*") if p.is_file())
+    for kernels in (folder_ / "kernels", folder_ / (path.name.split(".json")[0] + ".kernels")):
+        if kernels.is_dir():
+            found += sorted(p for p in kernels.rglob("*") if p.is_file())
+    return found
+
+
+def doc_key(path: str | Path, step_marker: str | None, device: str | None, spec: str | None, skip: int,
+            et: str | None, captures: str | None = None) -> str | None:
+    """The key of ``explain PATH -f json`` with these options; None when the cache is off or a file
+    cannot be read as a regular file (then nothing is kept)."""
+    if folder() is None:
+        return None
+    p = Path(path)
+    trace_file = p
+    if p.is_dir():                       # the table's key takes the trace file; the folder's files follow
+        trace_file = next((f for f in sorted(p.rglob("*.json*")) if f.is_file()), p)
+    base = key(trace_file, step_marker)
+    if base is None:
+        return None
+    h = hashlib.blake2b(digest_size=20)
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("TRACEKIT_")
+                 and k not in ("TRACEKIT_CACHE_DIR", "TRACEKIT_NO_CACHE"))
+    # the path as given too: the document names the trace as it was given
+    h.update(orjson.dumps([FORMAT, base, path_text(path), path_text(p.resolve()), device, spec, skip,
+                           path_text(et) if et else None, path_text(captures) if captures else None, env]))
+    extra = [Path(spec)] if spec and Path(spec).is_file() else []
+    extra += [Path(et)] if et else []
+    if captures:                        # --graph-captures: a folder's files or the one file
+        c = Path(captures)
+        extra += sorted(f for f in c.rglob("*") if f.is_file()) if c.is_dir() else [c]
+    for f in (*_companions(p), *extra, *sorted(SPECS.glob("*.toml"))):
+        h.update(os.fsencode(f.resolve()) + b"\0")
+        if not _file_digest(f, h):
+            return None
+    return h.hexdigest()
+
+
+def _path(k: str) -> Path:
+    return folder() / k[:2] / f"{k}.explain.json"
+
+
+def read(k: str | None) -> tuple[bytes, list[str]] | None:
+    """(output bytes, warning lines) kept under ``k``, or None."""
+    if k is None:
+        return None
+    try:
+        raw = _path(k).read_bytes()
+        head, _, body = raw.partition(b"\n")
+        warnings = orjson.loads(head)
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings) or not body:
+        return None
+    return body, warnings
+
+
+def write(k: str | None, out: bytes, warnings: list[str]) -> None:
+    """Keep ``out`` (and the warning lines) under ``k``; nothing when the folder cannot be written."""
+    if k is None:
+        return
+    target = _path(k)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{k}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(orjson.dumps(warnings) + b"\n" + out)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    except OSError:
+        return
