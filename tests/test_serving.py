@@ -339,3 +339,47 @@ def test_ranks_gives_each_rank_its_capture_files(tmp_path):
     gemm_share = _kernel_time_share(SGLANG, "Cijk_")          # the replay's GEMMs now have floors
     assert all(r["covered_us"] >= gemm_share / 100 * r["kernel_us"] for r in json.loads(with_caps.stdout)["ranks"])
     assert all(r["covered_us"] < 0.02 * r["kernel_us"] for r in json.loads(without.stdout)["ranks"])
+
+
+def test_decode_attention_reads_the_keys_of_the_engines_step_annotation(sglang_layout):
+    """The step's annotation execute_32_context_0(...)_generation_32(sq32sk32785...) says its 32 decode
+    tokens attend 32,785 keys in all; every layer's paged attention call (q [32, 32, 128] bf16, caches
+    [835874, 1, 8, 128] bf16: Qwen3-8B, 32 query heads, 8 KV heads, head dim 128) reads them all:
+    FLOPs 2·Hq·keys·(D + Dv) = 2·32·32,785·256 = 537,149,440; bytes q 32·32·128·2 = 262,144 + K and V
+    rows 2·32,785·8·128·2 = 134,287,360 + out 262,144 = 134,811,648 (TraceLens's figures) + kv_indptr
+    [33] int32 = 132. Without the annotation's key count the record's bound is 32 keys: 655,492 B."""
+    doc = explain_json(sglang_layout)
+    attn = [k for k in doc["kernels"] if k["op"] == "sglang_profiler::attention_paged_attention_ragged_100"
+            and k["flops"] is not None]
+    assert len(attn) == 36                                    # one per decoder layer
+    assert {(k["flops"], k["bytes"]) for k in attn} == {(2 * 32 * 32_785 * 256, 134_811_648 + 132)}
+    assert 2 * 32 * 32_785 * 256 == 537_149_440 and 262_144 + 2 * 32_785 * 8 * 128 * 2 + 262_144 == 134_811_648
+    assert all("K = 32785 keys (the engine's step annotation)" in k["cost_note"] for k in attn)
+    # the step's floor rises by 36 calls' extra bytes at the MI300X's 5.3 TB/s (memory-bound: 134.8 MB
+    # at 5.3 TB/s = 25.4 µs against 537 MFLOPs at ~1.3 PFLOP/s = 0.4 µs)
+    bound = explain_json(SGLANG, "--graph-captures", str(sglang_layout.parent / "capture_traces"),
+                         "--step-marker", "^step\\[DECODE")           # SGLang's own range: no key count
+    bound_attn = [k for k in bound["kernels"] if k["op"] == attn[0]["op"] and k["flops"] is not None]
+    assert {k["bytes"] for k in bound_attn} == {655_492}
+    assert "a lower bound" in bound_attn[0]["cost_note"]
+    rise = 36 * (134_811_780 - 655_492) / 5.3e6                                 # µs
+    step = doc["steps"][0]
+    assert step["floor_us"] == pytest.approx(sum(k["floor_us"] or 0 for k in doc["kernels"] if k["step"] == 0))
+    here = {k["start_us"] for k in doc["kernels"] if k["step"] == 0}     # the SGLang range holds other kernels
+    before = sum(k["floor_us"] or 0 for k in bound["kernels"] if k["start_us"] in here)
+    assert step["floor_us"] - before == pytest.approx(rise, rel=1e-9)
+    # the one-kernel floor reads every layer's K and V rows for the annotation's keys, not the bound's 32
+    fused = doc["phases"][0]["fused_floor_us"] - bound["phases"][0]["fused_floor_us"]
+    assert fused >= 0.99 * 36 * 2 * (32_785 - 32) * 8 * 128 * 2 / 5.3e6
+
+
+def test_annotation_key_counts_go_to_the_attention_call_over_their_tokens():
+    """Synthetic annotations (the two formats' documented fields): a call over the whole batch gets the
+    step's total, a call over one phase's tokens that phase's keys, anything else (or SGLang's plain
+    step[DECODE bs=32], which states no keys) none, so the record keeps its labelled bound."""
+    from tracekit.load.engine_steps import parse
+    mixed = parse("execute_37_context_1(sq5sk5sqsq25sqsk25)_generation_32(sq32sk32785sqsq32sqsk32785)")
+    assert (mixed.keys_for(37), mixed.keys_for(32), mixed.keys_for(5), mixed.keys_for(7)) == \
+        (5 + 32_785, 32_785, 5, None)
+    assert parse("step[MIXED bs=2 c=1 g=1 c_sq=5 c_sk=5 g_sq=1 g_sk=900]").keys_for(1) == 900
+    assert parse("step[DECODE bs=32]").keys_for(32) is None

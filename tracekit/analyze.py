@@ -16,6 +16,7 @@ from tracekit.load.execution_trace import fill_tensor_lists, read_execution_trac
 from tracekit.fusion.names import KernelSources, annotate_fusion
 from tracekit.load.capture_dir import DETAILS, TRACE_FILE, CaptureFile, capture_files_in, default_folder
 from tracekit.load.collectives import collective_rows, world_size
+from tracekit.load.engine_steps import annotated_steps
 from tracekit.load.graph_replay import capture_files, map_graph_kernels
 from tracekit.load.iterations import split_by_graph_iterations
 from tracekit.load.kineto import load_trace, resolve_trace_path
@@ -168,8 +169,9 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
     et_data = read_execution_trace(et, {int(r) for r in df["op_rf_id"] if r != -1}) if et is not None else None
     if et_data is not None:
         fill_tensor_lists(df, et_data)              # list shapes this profiler left out, before io and cost
-    annotate_fusion(df, bundle_dir, sources)
-    cost_rows(df, sources.roles)
+    engines = annotated_steps(trace.steps)         # serving: each step's KV keys, for paged attention
+    annotate_fusion(df, bundle_dir, sources, engines)
+    cost_rows(df, sources.roles, engines)
     dropped = int((df["cost_note"] == OUT_OF_RANGE).sum()) if len(df) else 0
     if dropped:
         trace.warnings.append(f"{dropped} kernels have FLOPs or bytes that are not finite, negative or over 2^53 "

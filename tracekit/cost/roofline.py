@@ -18,6 +18,7 @@ from tracekit.ops import Cost, OpCall, broadcast, cost_of, lookup
 from tracekit.ops.collectives import BUS_FACTOR, bus_bytes
 from tracekit.ops.tensors import FLOAT_DTYPES, result_dtype
 from tracekit.ops.inductor import inductor_cost, is_inductor_kernel
+from tracekit.ops.serving import engine_keys
 
 MAX_COST = float(1 << 53)     # FLOPs or bytes of one row, and a collective's message: beyond it, no cost
 OUT_OF_RANGE = "cost out of range (FLOPs or bytes not finite, negative or over 2^53): no floor"
@@ -31,8 +32,10 @@ _COST_INPUTS = ("name", "kind", "category", "op", "op_dims", "op_types", "op_str
 _Row = namedtuple("_Row", _COST_INPUTS)
 
 
-def row_cost(row, roles_of: RolesFn | None) -> Cost | str:
-    """The cost of one row (a namedtuple of ``_COST_INPUTS``), or why it has none."""
+def row_cost(row, roles_of: RolesFn | None, engine=None) -> Cost | str:
+    """The cost of one row (a namedtuple of ``_COST_INPUTS``), or why it has none. ``engine``: the row's
+    step as its engine annotation says (``load.engine_steps.EngineStep``): paged attention reads the
+    keys it names (``keys_for``) instead of the labelled bound."""
     if row.kind in ("memcpy", "memset"):
         return _transfer_cost(row)
     if row.category == "communication" and row.kind == "kernel":
@@ -43,6 +46,7 @@ def row_cost(row, roles_of: RolesFn | None) -> Cost | str:
     if not isinstance(dims, list):
         return f"{op}: input shapes not recorded (profile with record_shapes=True)"
     call = OpCall(op, dims, row.op_types or [], row.op_strides, row.op_concrete, kernel=row.name)
+    call.kv_keys = engine_keys(call, engine)
     if is_inductor_kernel(op) or is_inductor_kernel(row.name):
         roles = roles_of(op, row.kernel_file) if roles_of else None
         return inductor_cost(call, list(row.fused_ops or []), roles)
@@ -50,6 +54,11 @@ def row_cost(row, roles_of: RolesFn | None) -> Cost | str:
     if isinstance(cost, str) and lookup(op) is None and row.category in ("elementwise", "reduction"):
         return generic_cost(call, row.category) or cost
     return cost
+
+
+def _is_paged(op) -> bool:
+    family = lookup(op)
+    return family is not None and family.name == "paged_attention"
 
 
 def generic_cost(call: OpCall, category: str) -> Cost | None:
@@ -109,22 +118,27 @@ def _transfer_cost(row) -> Cost | str:
     return Cost(0.0, nbytes, None, "pcie", "host copy: bytes over PCIe, one direction (spec [link] pcie_gbs)")
 
 
-def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None) -> pd.DataFrame:
+def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None, engine_steps: dict | None = None) -> pd.DataFrame:
     """Fill dtype, compute_unit, flops, bytes and cost_note. Kernels sharing one op call: the op's cost
     goes to the longest of them, the others point to it. ``roles_of`` gives an Inductor kernel's
-    pointer names from its kept source (fusion.KernelSources.roles), so in/out pointers count twice."""
+    pointer names from its kept source (fusion.KernelSources.roles), so in/out pointers count twice.
+    ``engine_steps``: step index → its engine annotation (``EngineStep``), whose KV key counts the
+    step's paged attention rows read."""
     if df.empty:
         return df
     memo: dict = {}
     keys = ValueKeys()
     dtype, unit, flops, nbytes, note = [], [], [], [], []
-    for row in map(_Row._make, zip(*[df[c].tolist() for c in _COST_INPUTS])):     # columns, not pandas rows
+    engine_steps = engine_steps or {}
+    for row, step in zip(map(_Row._make, zip(*[df[c].tolist() for c in _COST_INPUTS])),     # columns, not rows
+                         df["step"].tolist() if engine_steps else [None] * len(df)):
         event = row.event_bytes if row.event_bytes == row.event_bytes else None   # NaN: no memo key
+        engine = engine_steps.get(step) if engine_steps and _is_paged(row.op) else None
         key = (row.name, row.kind, row.op, keys(row.op_dims), keys(row.op_types), keys(row.op_strides),
-               keys(row.op_concrete), row.kernel_file, event, repr(row.collective))
+               keys(row.op_concrete), row.kernel_file, event, repr(row.collective), engine)
         cost = memo.get(key)
         if cost is None:
-            cost = memo[key] = row_cost(row, roles_of)
+            cost = memo[key] = row_cost(row, roles_of, engine)
         if isinstance(cost, Cost):
             dtype.append(cost.dtype)
             unit.append(cost.unit)

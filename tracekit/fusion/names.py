@@ -258,25 +258,29 @@ def fill_fused_ops(df: pd.DataFrame, bundle_dir: Path | None = None,
 # ---- the tensors each row reads and writes ------------------------------------------------------
 
 def annotate_fusion(df: pd.DataFrame, bundle_dir: Path | None = None,
-                    sources: KernelSources | None = None) -> pd.DataFrame:
-    """``fused_ops`` for every row and, in the ``io`` column, the tensors its op reads and writes."""
+                    sources: KernelSources | None = None, engine_steps: dict | None = None) -> pd.DataFrame:
+    """``fused_ops`` for every row and, in the ``io`` column, the tensors its op reads and writes.
+    ``engine_steps``: step index → its engine annotation (the KV keys paged attention reads)."""
     sources = sources or KernelSources(bundle_dir)
     fill_fused_ops(df, bundle_dir, sources)
     memo: dict = {}
     io = []
     keys = ValueKeys()
     col = lambda c: df[c].tolist() if c in df else [None] * len(df)  # noqa: E731
-    for name, op, dims, types, strides, concrete, kfile in zip(col("name"), col("op"), col("op_dims"),
-                                                               col("op_types"), col("op_strides"),
-                                                               col("op_concrete"), col("kernel_file")):
+    engine_steps = engine_steps or {}
+    for name, op, dims, types, strides, concrete, kfile, step in zip(
+            col("name"), col("op"), col("op_dims"), col("op_types"), col("op_strides"), col("op_concrete"),
+            col("kernel_file"), col("step") if engine_steps else [None] * len(df)):
+        family = lookup(op) if engine_steps else None
+        engine = engine_steps.get(step) if family is not None and family.name == "paged_attention" else None
         key = (op if isinstance(op, str) else None, keys(dims), keys(types), keys(strides), keys(concrete), kfile,
-               name)
+               name, engine)
         if key not in memo:
             roles = None
             if is_inductor_kernel(key[0]):
                 roles = sources.roles(key[0], kfile)
             memo[key] = node_io(key[0], dims, types, concrete, roles, kernel=name if isinstance(name, str) else "",
-                                strides=strides)
+                                strides=strides, engine=engine)
         io.append(memo[key])
     df["io"] = io
     return df

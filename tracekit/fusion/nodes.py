@@ -13,6 +13,7 @@ from tracekit.cost.rates import rate_for
 from tracekit.fusion.exact import ExactIO
 from tracekit.ops import IO, OpCall, lookup
 from tracekit.ops.inductor import inductor_io, is_inductor_kernel
+from tracekit.ops.serving import engine_keys
 
 _SIGNATURE = re.compile(r"def\s+(\w+)\s*\(([^)]*)\)")
 
@@ -31,15 +32,17 @@ def signature_roles(source: str, kernel: str) -> list[str] | None:
 
 
 def node_io(op: str, dims, types, concrete=None, roles: list[str] | None = None, kernel: str = "",
-            strides=None) -> IO | None:
+            strides=None, engine=None) -> IO | None:
     """Reads and writes of one op call from its record in the op table; an op without a record (or
     whose outputs its arguments do not tell) reads its tensor inputs and writes unknown tensors.
     ``kernel``: the kernel's name (a cat's TensorList dtype is only in it). None when the op records
-    no shapes. ``strides``: Kineto's Input Strides (a broadcast input is read once per stored element)."""
+    no shapes. ``strides``: Kineto's Input Strides (a broadcast input is read once per stored element).
+    ``engine``: the step's engine annotation (paged attention reads the keys it names: ``engine_keys``)."""
     if not isinstance(op, str) or not isinstance(dims, list):
         return None
     call = OpCall(op, dims, types or [], strides if isinstance(strides, list) else None,
                   concrete if isinstance(concrete, list) else None, kernel=kernel)
+    call.kv_keys = engine_keys(call, engine)
     if is_inductor_kernel(op):
         return inductor_io(call, roles)
     family = lookup(op)

@@ -117,6 +117,21 @@ def _cache_dims(call: OpCall, cache: Tensor) -> tuple[int, int, int]:
     return 1, cache.shape[-2], cache.shape[-1]
 
 
+def query_tokens(call: OpCall) -> int | None:
+    """The query tokens of a paged attention call (its query's first dim), or None without shapes."""
+    q = call.tensor(_layout(call)[0]) if canonical_op(call.name) in _PAGED else None
+    return q.shape[0] if q is not None and q.shape else None
+
+
+def engine_keys(call: OpCall, engine) -> int | None:
+    """The keys the engine's step annotation gives this call (``engine``: ``load.engine_steps.EngineStep``,
+    its ``keys_for``), or None: not paged attention, no annotation, or no key count in it."""
+    if engine is None or canonical_op(call.name) not in _PAGED:
+        return None
+    tokens = query_tokens(call)
+    return engine.keys_for(tokens) if tokens else None
+
+
 def kv_tokens(call: OpCall) -> tuple[int, int, str | None]:
     """(keys read per KV head over the batch, requests, where the keys come from: "recorded" (the
     kv_indptr / seq_lens values), "the engine's step annotation" (``OpCall.kv_keys``), None: a bound).
