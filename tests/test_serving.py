@@ -383,3 +383,22 @@ def test_annotation_key_counts_go_to_the_attention_call_over_their_tokens():
         (5 + 32_785, 32_785, 5, None)
     assert parse("step[MIXED bs=2 c=1 g=1 c_sq=5 c_sk=5 g_sq=1 g_sk=900]").keys_for(1) == 900
     assert parse("step[DECODE bs=32]").keys_for(32) is None
+
+
+def test_a_mixed_step_keeps_the_bound_where_the_call_records_no_request_count():
+    """TraceLens's vLLM piecewise step execute_8192_context_9(sq8155sk8430...)_generation_37(sq37sk34489...)
+    annotates 8,430 + 34,489 keys, but vllm::unified_attention_with_output gets this step's 8,192 query
+    tokens and no request count: its (query, key) pairs are not the keys (they are for a decode batch
+    only), so it keeps the labelled bound of one key per query token."""
+    doc = explain_json(VLLM)
+    attn = [k for k in doc["kernels"] if k["op"] == "vllm::unified_attention_with_output" and k["flops"] is not None]
+    assert attn and all("K assumed = 8192 keys (one per query token), a lower bound" in k["cost_note"] for k in attn)
+    from tracekit.load.engine_steps import parse
+    from tracekit.ops import OpCall
+    from tracekit.ops.serving import engine_keys
+    mixed = parse(doc["steps"][0]["name"])
+    real = OpCall(attn[0]["op"], attn[0]["op_dims"], attn[0]["op_types"])
+    assert real.tensor(0).shape[0] == 8192 and engine_keys(real, mixed) is None
+    q = [[37, 64, 64], [37, 8, 64], [37, 8, 64], [37, 64, 64]]    # synthetic: a call over the 37 decode tokens
+    call = OpCall("vllm::unified_attention_with_output", q, ["c10::BFloat16"] * 4)
+    assert engine_keys(call, mixed) == 34_489

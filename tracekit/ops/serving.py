@@ -17,7 +17,8 @@ engines call them (argument positions from their traces: TraceLens's SGLang and 
   token (a token attends at least to its own key; for ops recording max_seq_len, the longest request's
   keys + one per other request), the pairs the causal minimum for the batch. The engines' step
   annotations carry the batch's key total (vLLM's ``..._generation_32(sq32sk32785...)``); a caller that
-  reads them passes it as ``OpCall.kv_keys``, and the row says it came from there.
+  reads them passes it as ``OpCall.kv_keys`` (``engine_keys``: the cost and fusion stages, per step),
+  and the row says it came from there.
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ def engine_keys(call: OpCall, engine) -> int | None:
     if engine is None or canonical_op(call.name) not in _PAGED:
         return None
     tokens = query_tokens(call)
+    if _layout(call)[5] == "new" and not engine.decode_requests == tokens == engine.decode_tokens:
+        return None     # no request count in the call: its pairs are the keys for decode tokens only
     return engine.keys_for(tokens) if tokens else None
 
 
