@@ -15,7 +15,6 @@ first family in ``FAMILIES`` with a match is the step rule, the others are ignor
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
@@ -102,22 +101,6 @@ def parse(name: str) -> EngineStep | None:
         bs, tok = int(kv.get("bs", 0)), int(kv.get("tok", 0))
         return EngineStep("ATOM", bs, tok, 0, 0) if m.group(1) == "prefill" else EngineStep("ATOM", 0, 0, bs, tok)
     return None
-
-
-# GEMM op → which input is the activation (its leading dims are the batch's tokens)
-GEMM_INPUT = {"aten::mm": 0, "aten::addmm": 1, "aten::linear": 0, "aten::matmul": 0, "aten::_scaled_mm": 0}
-
-
-def gemm_tokens(op, dims) -> int | None:
-    """The rows a GEMM op multiplies (its activation's leading dims), or None for another op or no shapes."""
-    k = GEMM_INPUT.get(op) if isinstance(op, str) else None
-    if k is None or not isinstance(dims, (list, tuple)) or len(dims) <= k:
-        return None
-    a = dims[k]
-    if not isinstance(a, (list, tuple)) or len(a) < 2 or not all(isinstance(d, int) and not isinstance(d, bool)
-                                                                 for d in a):
-        return None
-    return math.prod(a[:-1])
 
 
 def annotated_steps(steps) -> dict[int, EngineStep]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from tracekit.load.engine_steps import gemm_tokens
+from tracekit.ops.matmul import gemm_tokens
 
 
 @dataclass

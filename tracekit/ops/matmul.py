@@ -123,3 +123,19 @@ register(OpFamily("_addmm_activation", aten("_addmm_activation"), "gemm", None, 
 register(OpFamily("addmv", aten("addmv", "mv"), "gemv", None, unit="vector",
                   fused=lambda call: ["mv", "add"] if call.name.startswith("aten::addmv") else ["mv"]))
 register(OpFamily("einsum", aten("einsum"), "gemm", None, unit="matrix"))
+
+
+# GEMM op → which input is the activation (its leading dims are the batch's tokens)
+GEMM_INPUT = {"aten::mm": 0, "aten::addmm": 1, "aten::linear": 0, "aten::matmul": 0, "aten::_scaled_mm": 0}
+
+
+def gemm_tokens(op, dims) -> int | None:
+    """The rows a GEMM op multiplies (its activation's leading dims), or None for another op or no shapes."""
+    k = GEMM_INPUT.get(op) if isinstance(op, str) else None
+    if k is None or not isinstance(dims, (list, tuple)) or len(dims) <= k:
+        return None
+    a = dims[k]
+    if not isinstance(a, (list, tuple)) or len(a) < 2 or not all(isinstance(d, int) and not isinstance(d, bool)
+                                                                 for d in a):
+        return None
+    return math.prod(a[:-1])

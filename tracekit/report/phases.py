@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tracekit.load.engine_steps import gemm_tokens, parse
+from tracekit.load.engine_steps import parse
+from tracekit.ops.matmul import gemm_tokens
 from tracekit.model.trace import Trace
 
 PHASES = ("prefill", "decode", "mixed", "unknown")
