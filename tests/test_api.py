@@ -183,3 +183,24 @@ def test_check_reads_the_rules_files_baseline(tmp_path):
     assert eager["ok"] is False and eager["baseline"] == str(BLOCK_COMPILE)
     assert "baseline.kernels_per_step" in {r["rule"] for r in eager["results"] if not r["ok"]}
     assert tracekit.load(BLOCK_COMPILE).check(rules)["ok"] is True
+
+
+def test_outputs_never_replace_an_input_nor_an_existing_file_unasked(tmp_path):
+    """to_html / to_perfetto / to_xlsx follow the CLI's output rules: the input trace itself is refused (a new
+    user's to_html(trace) had replaced a committed trace with HTML), an existing file is kept unless force."""
+    import shutil
+    from tracekit.errors import TracekitError
+    trace = tmp_path / "t.json.gz"
+    shutil.copy(BLOCK, trace)
+    before = trace.read_bytes()
+    a = tracekit.load(trace)
+    for write in (a.to_html, a.to_perfetto):
+        with pytest.raises(TracekitError, match="input"):
+            write(trace)
+    assert trace.read_bytes() == before
+    mine = tmp_path / "r.html"
+    mine.write_text("mine")
+    with pytest.raises(TracekitError, match="exists"):
+        a.to_html(mine)
+    assert mine.read_text() == "mine"
+    assert a.to_html(mine, force=True) > 1000 and mine.read_text().startswith("<!DOCTYPE html>")

@@ -39,7 +39,9 @@ def load(path, step_marker: str | None = None, device: str | None = None, spec: 
             traces = [analyze_path(r.path, **options)[0] for r in ranks]
             return Analysis(str(p), traces, options, labels=[r.label for r in ranks], multi_rank=True)
         traces = analyze_path(p, **options, **({"et": et} if et is not None else {}))
-    return Analysis(str(p), traces, options)
+    analysis = Analysis(str(p), traces, options)
+    analysis.execution_trace = et
+    return analysis
 
 
 class Analysis:
@@ -205,15 +207,27 @@ class Analysis:
             doc = self.documents[0] if len(self.traces) == 1 else {"graphs": self.documents}
         return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
 
-    def to_html(self, path) -> int:
-        """explain ``--html PATH``: the self-contained report; its size in bytes."""
+    def _output(self, path, what: str, force: bool):
+        """``path`` checked as the CLI checks its outputs (tracekit.outputs): never one of this analysis's
+        inputs, an existing file replaced only with ``force=True``."""
+        from tracekit.outputs import check_output_file
+        o = self.options
+        inputs = [self.path, getattr(self, "execution_trace", None), o.get("spec"), o.get("graph_captures")]
+        return check_output_file(path, what, [i for i in inputs if i], force)
+
+    def to_html(self, path, force: bool = False) -> int:
+        """explain ``--html PATH``: the self-contained report; its size in bytes. An existing file is
+        replaced only with ``force=True``; an input never."""
         from tracekit.report.html import write_html
+        self._output(path, "to_html", force)
         return write_html(self.traces, self.documents, path)
 
-    def to_perfetto(self, path) -> dict:
-        """explain ``--perfetto PATH``: the trace with tracekit's facts in each kernel's args."""
+    def to_perfetto(self, path, force: bool = False) -> dict:
+        """explain ``--perfetto PATH``: the trace with tracekit's facts in each kernel's args (the same
+        rules for ``path`` as ``to_html``)."""
         from tracekit.report.perfetto import write_perfetto
         trace = self._one("to_perfetto")
+        self._output(path, "to_perfetto", force)
         return write_perfetto(trace, self.documents[0], path)
 
     def to_csv(self, by: str | None = None) -> str:
@@ -221,9 +235,11 @@ class Analysis:
         from tracekit.report.export import csv_text
         return csv_text(self.traces, by)
 
-    def to_xlsx(self, path) -> int:
-        """explain ``--xlsx PATH``: one sheet per table; its size in bytes (needs openpyxl)."""
+    def to_xlsx(self, path, force: bool = False) -> int:
+        """explain ``--xlsx PATH``: one sheet per table; its size in bytes (needs openpyxl; the same rules
+        for ``path`` as ``to_html``)."""
         from tracekit.report.export import workbook_tables, write_xlsx
+        self._output(path, "to_xlsx", force)
         return write_xlsx(workbook_tables(self.traces, self.modules), path)
 
 
