@@ -262,10 +262,12 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
 def launch_floor(df: pd.DataFrame, spec) -> float | None:
     """The shortest a separate kernel runs on the device: the spec's ``[launch] kernel_us``, or the table's
     own shortest kernel where one ran shorter (the spec's figure is one kernel's minimum, not the device's:
-    a bf16 fill_ of a few elements ran 0.576 µs on the H200 whose one-element add_ never ran under 0.959)."""
+    a bf16 fill_ of a few elements ran 0.576 µs on the H200 whose one-element add_ never ran under 0.959).
+    Copies and memsets count too: the floor applies to them, so none may beat it (a 0.736 µs DtoD copy of
+    a graph replay had read 0.82x against the shortest kernel's 0.896)."""
     if not spec.launch_us:
         return None
-    dur = df.loc[df["kind"] == "kernel", "dur_us"].to_numpy(dtype=float)
+    dur = df.loc[df["kind"].isin(("kernel", "memcpy", "memset")), "dur_us"].to_numpy(dtype=float)
     dur = dur[dur > 0]
     return min(spec.launch_us, float(dur.min())) if len(dur) else spec.launch_us
 
