@@ -113,6 +113,10 @@ def _figure(trace, root: TreeNode, pairs: list, at: dict, memo: dict) -> None:
             mine = set(node.rows)
             fused = step_fusion(trace, -1, rows=[p for p in pairs if at[p[0]] in mine], memo=memo)
             v = fused["fused_floor_us"]
+            if known.all() and v == v and v > f:
+                # one kernel never needs more than the node's kernels apart: the dataflow reads an op's
+                # outside input whole where its record reads part (nll_loss: N of the [N, C] log-probs)
+                v = f
             fig.update(fused_floor_us=None if v != v else float(v), fused_floor_kind=fused["kind"])
         elif node.kind != "kernel":
             fig.update(fused_floor_us=None, fused_floor_kind=None)
