@@ -226,3 +226,16 @@ def test_xlsx_without_openpyxl_is_one_line(monkeypatch, tmp_path):
     proc = run_cli("explain", BLOCK, "--xlsx", tmp_path / "x.xlsx")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "tracekit[xlsx]" in proc.stderr
     assert not (tmp_path / "x.xlsx").exists()
+
+
+def test_a_table_piped_into_head_exits_0():
+    """`tracekit explain T | head -1`: the reader closes the pipe; that is no failed check (rich's own
+    broken-pipe handler exited 1). A real process, its pipe closed before it writes."""
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "explain", str(H200 / "block_eager.json.gz"),
+                             "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()                   # closed before the table is written (loading takes ~1 s)
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0, err
+    assert b"Traceback" not in err

@@ -107,7 +107,7 @@ def _add_hta(doc: dict, folder) -> None:
 
 
 def _bundle_table(rows: list[dict], trace_dir: str) -> None:
-    from rich.console import Console
+    from tracekit.report.table import StdoutConsole
     from rich.table import Table
 
     def num(v, fmt="{:,}"):
@@ -120,7 +120,7 @@ def _bundle_table(rows: list[dict], trace_dir: str) -> None:
         table.add_row(str(r["rank"]), num(r.get("exit_code"), "{}") + (" (stopped)" if r.get("stopped_by_tracekit") else ""),
                       str(r.get("state")), num(r.get("cpu_ops")), num(r.get("c10d_ops")), num(r.get("comm_ops")),
                       num(r.get("comm_bytes")), num(None if r.get("comm_us") is None else r["comm_us"] / 1e3, "{:.2f} ms"))
-    Console().print(table)
+    StdoutConsole().print(table)
     kinds = sorted({k for r in rows for k in (r.get("comm_work") or {})})
     if kinds:
         detail = Table(title="communication work per rank (count / bytes)", show_edge=False, title_justify="left")
@@ -130,4 +130,4 @@ def _bundle_table(rows: list[dict], trace_dir: str) -> None:
         for r in rows:
             w = r.get("comm_work") or {}
             detail.add_row(str(r["rank"]), *[f"{w[k]['count']} / {num(w[k]['bytes'])}" if k in w else "-" for k in kinds])
-        Console().print(detail)
+        StdoutConsole().print(detail)

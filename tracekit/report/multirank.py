@@ -70,10 +70,10 @@ def _coll_cells(c: dict) -> list[str]:
 
 
 def print_table(doc: dict, console=None) -> None:
-    from rich.console import Console
+    from tracekit.report.table import StdoutConsole
     from rich.table import Table
 
-    console = console or Console(highlight=False)
+    console = console or StdoutConsole(highlight=False)
     for line in summary_lines(doc):
         console.print(line, markup=False)
     ranks, hidden = _shown_ranks(doc)

@@ -153,6 +153,22 @@ def _fit(cells: dict[str, list[str]], order: tuple, always: set, room: int) -> l
     return fit_columns(width, order, always, room)
 
 
+class StdoutConsole(Console):
+    """A rich Console whose closed pipe (``explain | head -1``) is a BrokenPipeError, which the CLI answers
+    with status 0, not rich's own SystemExit(1), the status of a failed check."""
+
+    def on_broken_pipe(self) -> None:
+        import os
+        import sys
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, sys.stdout.fileno())
+            os.close(null)
+        except (OSError, ValueError, AttributeError):
+            pass
+        raise BrokenPipeError
+
+
 def _console(wide: bool = False, width: int | None = None) -> Console:
     """The console tables print on: ``width`` cells when given, else the terminal's width, else (a pipe or
     a file) $COLUMNS when set, else 200; ``wide``: at least 320."""
@@ -160,7 +176,7 @@ def _console(wide: bool = False, width: int | None = None) -> Console:
     # trace text is never markup ("[/]" in a kernel name) and is not highlighted (rich's highlighter is
     # quadratic in a long name), here and in the fusion view
     w = width or (probe.width if probe.is_terminal else _columns() or 200)
-    return Console(width=max(w, 320) if wide else w, markup=False, highlight=False)
+    return StdoutConsole(width=max(w, 320) if wide else w, markup=False, highlight=False)
 
 
 def _columns() -> int | None:
