@@ -177,3 +177,15 @@ def test_no_copy_beats_the_launch_floor_on_a_graph_replayed_decode():
     copies = df[(df["kind"] == "memcpy") & df["gap"].notna()]
     assert len(copies) and copies["dur_us"].min() < df.loc[df["kind"] == "kernel", "dur_us"].min()
     assert np.nanmin(df["gap"].to_numpy(dtype=float)) >= 1.0
+
+
+def test_cudnn_fusion_helpers_of_attention_backward_are_attention():
+    """The H200 GPT training step: cuDNN SDPA backward launches cudnn::fusion::compute_dot_do_o_specialized
+    and convert_dq_to_16bits under aten::_cudnn_attention_backward; they are attention work, not conv (a
+    `cudnn::` name without `gemm` had read as conv, so `diff` showed the model running convolutions)."""
+    t = analyze_path(ROOT / "captures/h200/modules/gpt_train")[0]
+    df = t.kernels
+    helpers = df[df["name"].str.contains("cudnn::fusion::", regex=False)]
+    assert len(helpers) and set(helpers["op"]) == {"aten::_cudnn_attention_backward"}
+    assert set(helpers["category"]) == {"attention"}
+    assert not (df["category"] == "conv").any()              # the model has no convolution

@@ -24,7 +24,7 @@ NAME_RULES: list[tuple[str, str]] = [
     ("softmax", r"softmax"),
     ("norm", r"layer_?norm|rms_?norm|group_?norm|batch_?norm|instance_?norm|bn_fw|bn_bw|welford|_norm_"
              r"|normalization|layernorm|rmsnorm|gammabetabackward"),
-    ("conv", r"conv|implicit_gemm|winograd|fprop|dgrad|wgrad|miopen|igemm"),       # + _cudnn_not_gemm
+    ("conv", r"conv(?!ert)|implicit_gemm|winograd|fprop|dgrad|wgrad|miopen|igemm"),  # + _cudnn_not_gemm
     ("gemv", r"gemv|gemvx|splitk_gemv|dot_kernel|skinny|wvsplitk|llgemm"),
     ("gemm", r"(?<!fb)gemm(?!_gpu)|nvjet|cutlass|cublas|cijk_|matmul|_mm_|xmma|sm\d+_xmma|hipblaslt|tensile"
              r"|fused_moe|moe_gemm|grouped_gemm|wmma|mfma|^bmm_|^gemm_"),         # + ops.inductor.is_template_gemm
@@ -50,8 +50,11 @@ UNKNOWN_OP_RULES: list[tuple[str, str]] = [
 
 def _cudnn_not_gemm(name: str) -> bool:
     """``cudnn::`` with no ``gemm`` after it on its line: the last occurrence has the least after it, so
-    only it is looked at (the lookahead ``cudnn::(?!.*gemm)`` scanned from every occurrence)."""
-    return any("gemm" not in line[line.rfind("cudnn::"):] for line in name.split("\n") if "cudnn::" in line)
+    only it is looked at (the lookahead ``cudnn::(?!.*gemm)`` scanned from every occurrence). cuDNN's
+    runtime-fusion engine (``cudnn::fusion::``) runs attention and norms too: its kernels take their op's
+    category (attention backward's ``compute_dot_do_o_specialized`` had read as conv)."""
+    return any("gemm" not in (tail := line[line.rfind("cudnn::"):]) and not tail.startswith("cudnn::fusion::")
+               for line in name.split("\n") if "cudnn::" in line)
 
 
 _EXTRA = {"conv": _cudnn_not_gemm, "gemm": is_template_gemm}    # linear-time rules a regex made quadratic
