@@ -162,14 +162,18 @@ def test_split_k_op_floor_is_set_against_both_kernels():
 
 
 def test_tiny_kernels_are_launch_bound():
-    """H200 spec: no kernel runs under 0.96 µs (measured, captures/h200/launch). A decode-step RMSNorm
-    piece on [1,1,2048] bf16 moves a few KB (floor ≪ 0.96 µs): its bound reads "launch"."""
+    """H200 spec: no kernel runs under 0.96 µs (measured, captures/h200/launch), unless the trace itself holds
+    a shorter device activity (then that is the device's shortest). A decode-step RMSNorm piece on
+    [1,1,2048] bf16 moves a few KB (floor ≪ the launch floor): its bound reads "launch", against the same
+    launch floor the gaps use."""
     t = trace("llama_decode_eager")
     assert t.spec.launch_us == 0.96
     df = t.kernels
-    tiny = df[df["floor_us"] < 0.96]
+    device = df[df["kind"].isin(["kernel", "memcpy", "memset"]) & (df["dur_us"] > 0)]
+    shortest = min(0.96, float(device["dur_us"].min()))
+    tiny = df[df["floor_us"] < shortest]
     assert len(tiny) and (tiny["bound"] == "launch").all()
-    assert (df.loc[df["floor_us"] >= 0.96, "bound"] != "launch").all()
+    assert (df.loc[df["floor_us"] >= shortest, "bound"] != "launch").all()
 
 
 def test_costed_share_is_reported_per_step():

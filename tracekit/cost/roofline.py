@@ -250,12 +250,13 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
             df.loc[lost, "cost_note"] = df.loc[lost, "cost_note"] + f"; no floor: spec {spec.id} has no [link] {key}"
     bound = np.where(np.isnan(floor), None, np.where(compute_us > memory_us, "compute", "memory"))
     bound = np.where(np.isin(df["compute_unit"].to_numpy(), LINK_UNITS) & ~np.isnan(floor), "link", bound)
-    if spec.launch_us:           # no kernel runs faster than the device lets one start and finish
-        bound = np.where(floor < spec.launch_us, "launch", bound)
+    shortest = launch_floor(df, spec)
+    if shortest:                 # no kernel runs faster than the device lets one start and finish
+        bound = np.where(floor < shortest, "launch", bound)
     df["bound"] = bound
     state, hot = l2_floors(df, spec, compute_us, floor)       # inputs a recent kernel left in L2 (cost.l2)
     df["l2"], df["l2_floor_us"] = state, hot
-    _op_level_gaps(df, floor, launch_floor(df, spec), np.where(np.isnan(hot), floor, hot))
+    _op_level_gaps(df, floor, shortest, np.where(np.isnan(hot), floor, hot))
     return df
 
 

@@ -274,5 +274,7 @@ def document(trace) -> dict:
     """``explain_dict(trace)`` with its diagnosis: the one document every format is written from."""
     from tracekit.report.document import explain_dict
 
-    spec = trace.spec
-    return with_diagnosis(explain_dict(trace), getattr(spec, "launch_us", None) if spec is not None else None)
+    from tracekit.cost.roofline import launch_floor
+
+    spec = trace.spec      # the launch floor the gaps and bounds use: the spec's, or the trace's own shortest
+    return with_diagnosis(explain_dict(trace), launch_floor(trace.kernels, spec) if spec is not None else None)
