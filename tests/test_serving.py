@@ -402,3 +402,22 @@ def test_a_mixed_step_keeps_the_bound_where_the_call_records_no_request_count():
     q = [[37, 64, 64], [37, 8, 64], [37, 8, 64], [37, 64, 64]]    # synthetic: a call over the 37 decode tokens
     call = OpCall("vllm::unified_attention_with_output", q, ["c10::BFloat16"] * 4)
     assert engine_keys(call, mixed) == 34_489
+
+
+def test_a_warm_cache_keeps_the_warning_of_a_named_capture_folder(tmp_path):
+    """The SGLang decode trace, explained once (its table cached), then with --graph-captures naming an empty
+    folder: the second run still says the folder holds no capture trace (the table's cache key had not
+    named the folder, so the warm run had dropped the warning)."""
+    import os
+    import shutil
+    from conftest import run_cli_subprocess
+    trace = tmp_path / "decode.json.gz"
+    shutil.copy(SGLANG, trace)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "TRACEKIT_NO_CACHE"}       # the cache on, as users have it
+    env["TRACEKIT_CACHE_DIR"] = str(tmp_path / "cache")
+    first = run_cli_subprocess("explain", trace, "-f", "csv", env=env)
+    assert first.returncode == 0
+    second = run_cli_subprocess("explain", trace, "-f", "csv", "--graph-captures", empty, env=env)
+    assert second.returncode == 0 and "no capture trace of rank 0 in it" in second.stderr

@@ -22,6 +22,7 @@ from tracekit.load.iterations import split_by_graph_iterations
 from tracekit.load.kineto import load_trace, resolve_trace_path
 from tracekit.load.twins import adopt_twins
 from tracekit.model import cache
+from tracekit.model.cache_key import path_text
 from tracekit.model.schema import COLUMNS, KERNEL_COLUMNS, validate
 from tracekit.model.trace import Trace, skip_steps
 
@@ -246,7 +247,8 @@ def load_normalised(path: Path, step_marker: str | None = None, bundle_dir: Path
     """The trace at ``path`` loaded and normalised, from the cache when it holds it (model.cache)."""
     trace_file = resolve_trace_path(path)
     extra = [*capture_files(bundle_dir), *capture_key_files(captures)]
-    k = cache.key(trace_file, step_marker, extra) if cache.folder() is not None else None
+    salt = [path_text(Path(captures).resolve()) if captures is not None else None, named]
+    k = cache.key(trace_file, step_marker, extra, salt) if cache.folder() is not None else None
     trace = cache.read(k, str(trace_file))
     if trace is None:
         trace = normalise(load_trace(trace_file, step_marker), bundle_dir, captures, named)

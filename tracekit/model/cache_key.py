@@ -62,12 +62,13 @@ def _file_digest(path: Path, h) -> bool:
     return True
 
 
-def key(trace_file: Path, step_marker: str | None, extra_files: list[Path] = ()) -> str | None:
+def key(trace_file: Path, step_marker: str | None, extra_files: list[Path] = (), salt=None) -> str | None:
     """The cache key of a trace file and the files its normalised table depends on; None when one of
-    them is not a regular file."""
+    them is not a regular file. ``salt``: other JSON-able inputs the table depends on (the capture folder
+    named, which changes what is warned)."""
     h = hashlib.blake2b(digest_size=20)
     where = path_text(Path(trace_file).resolve())
-    h.update(orjson.dumps([FORMAT, __version__, code_digest(), where, step_marker]))   # a non-UTF-8 name too
+    h.update(orjson.dumps([FORMAT, __version__, code_digest(), where, step_marker, salt]))   # a non-UTF-8 name too
     for path in (trace_file, *extra_files):
         h.update(os.fsencode(Path(path).name) + b"\0")
         if not _file_digest(Path(path), h):
