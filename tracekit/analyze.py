@@ -247,7 +247,7 @@ def load_normalised(path: Path, step_marker: str | None = None, bundle_dir: Path
     """The trace at ``path`` loaded and normalised, from the cache when it holds it (model.cache)."""
     trace_file = resolve_trace_path(path)
     extra = [*capture_files(bundle_dir), *capture_key_files(captures)]
-    salt = [path_text(Path(captures).resolve()) if captures is not None else None, named]
+    salt = [path_text(Path(captures).resolve()), named] if captures is not None else None
     k = cache.key(trace_file, step_marker, extra, salt) if cache.folder() is not None else None
     trace = cache.read(k, str(trace_file))
     if trace is None:
