@@ -215,3 +215,15 @@ def _escaped(value):
     if isinstance(value, (list, tuple)):
         return [_escaped(v) for v in value]
     return value
+
+
+def stdout_to_devnull() -> None:
+    """Point stdout's file descriptor at /dev/null: after a closed pipe, the interpreter's last flush of what
+    could not be written stays quiet."""
+    import sys
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -307,12 +307,8 @@ def _drop_stdout() -> None:
         sys.stdout.flush()
     except (OSError, ValueError, AttributeError):
         pass
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
-        os.close(null)
-    except (OSError, ValueError, AttributeError):
-        pass
+    from tracekit.outputs import stdout_to_devnull
+    stdout_to_devnull()
 
 
 def _internal_error(exc: BaseException, argv: list[str]) -> int:

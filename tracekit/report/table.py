@@ -158,14 +158,8 @@ class StdoutConsole(Console):
     with status 0, not rich's own SystemExit(1), the status of a failed check."""
 
     def on_broken_pipe(self) -> None:
-        import os
-        import sys
-        try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, sys.stdout.fileno())
-            os.close(null)
-        except (OSError, ValueError, AttributeError):
-            pass
+        from tracekit.outputs import stdout_to_devnull
+        stdout_to_devnull()
         raise BrokenPipeError
 
 
