@@ -50,7 +50,7 @@ demo: setup
 	@$(PY) -m tracekit explain $(DEMO_TRACE) --format json 2>/dev/null | $(PY) -c "$$DEMO_SUMMARY"
 
 test: setup-test
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 check-captures: setup
 	bash rules/check_captures.sh

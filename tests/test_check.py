@@ -118,7 +118,8 @@ RULE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("rules,capture,fails", RULE_CASES, ids=lambda x: getattr(x, "name", str(x))[:24])
+@pytest.mark.parametrize("rules,capture,fails", RULE_CASES,
+                         ids=lambda x: getattr(x, "name", str(sorted(x) if isinstance(x, set) else x))[:24])
 def test_rules_files_pass_on_their_capture_and_fail_on_the_wrong_one(rules, capture, fails):
     rc, doc = check_json(capture, "--rules", RULES / f"{rules}.toml")
     assert failed(doc) == fails
