@@ -104,3 +104,25 @@ def test_a_rules_file_baseline_stays_in_its_folder(tmp_path, where):
     shutil.copy(EAGER, rules_dir / "base.json.gz")
     rules.write_text('[baseline]\npath = "base.json.gz"\n')
     assert run_cli("check", EAGER, "--rules", rules).returncode == 0          # the same trace: nothing regressed
+
+
+def test_a_folder_of_unrelated_json_files_is_no_run_of_ranks(tmp_path):
+    """`explain /tmp`-like folders: JSON files without traceEvents are neither ranks nor a trace (three
+    unrelated files had been read as the ranks of one run, exit 0); beside one real trace they are left out
+    (the H200 block capture, whatever config.json sits next to it)."""
+    import shutil
+    from conftest import H200, run_cli
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "x.json").write_text('{"a": 1}')
+    (junk / "y.json").write_text("[1, 2]")
+    proc = run_cli("explain", junk)
+    assert proc.returncode == 2 and "holds no trace" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(H200 / "block_eager.json.gz", run)
+    (run / "config.json").write_text('{"lr": 0.1}')
+    proc = run_cli("explain", run, "-f", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["trace"].endswith("block_eager.json.gz") and doc["summary"]["kernels_per_step"] == [11] * 5

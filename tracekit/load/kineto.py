@@ -47,6 +47,14 @@ def resolve_trace_path(path: str | Path) -> Path:
         found = [f for f in found if f.name != "meta.json"]
         if len(found) == 1:
             return _looks_like_trace(found[0], p)
+        if len(found) > 1:                  # several JSON files: only those that look like a trace count
+            traces = [f for f in found if _trace_like_quiet(f)]
+            if len(traces) == 1:
+                return traces[0]
+            if not traces:
+                raise TracekitError(f"{p}: folder holds no trace: none of its JSON files "
+                                    f"({', '.join(f.name for f in found[:4])}) has traceEvents in its first MiB")
+            found = traces
         if not found:
             inner = [d for d in sorted(p.iterdir()) if d.is_dir() and (d / bundle.META).is_file()]
             hint = f"; the capture bundle inside is {inner[0]}" if len(inner) == 1 else ""
@@ -55,14 +63,26 @@ def resolve_trace_path(path: str | Path) -> Path:
     return p
 
 
+def is_trace_like(file: Path) -> bool:
+    """A ``traceEvents`` key (or a JSON list of events) in the file's first MiB (un-gzipped)."""
+    from tracekit.limits import read_head
+
+    head = read_head(file, 1 << 20, "trace").lstrip()
+    return b'"traceEvents"' in head or (head.startswith(b"[") and head[1:].lstrip().startswith((b"{", b"]")))
+
+
+def _trace_like_quiet(file: Path) -> bool:
+    try:
+        return is_trace_like(file)
+    except TracekitError:
+        return False
+
+
 def _looks_like_trace(file: Path, folder: Path) -> Path:
     """The one *.json[.gz] of a folder that is no bundle, when it looks like a trace: a ``traceEvents`` key
     (or a JSON list of events) in its first MiB. Any JSON file is not read as a trace (``explain /``
     read a system file)."""
-    from tracekit.limits import read_head
-
-    head = read_head(file, 1 << 20, "trace").lstrip()
-    if b'"traceEvents"' in head or (head.startswith(b"[") and head[1:].lstrip().startswith((b"{", b"]"))):
+    if is_trace_like(file):
         return file
     raise TracekitError(f"{folder}: folder holds no trace: its one JSON file {file.name} has no traceEvents in its "
                         "first MiB (name the file to read it anyway)")

@@ -24,9 +24,23 @@ class RankInput:
 
 
 def trace_files(folder: Path) -> list[Path]:
-    """The trace files directly in a folder (*.json, *.json.gz; a bundle's meta/et/capture files left out)."""
-    found = [p for p in sorted(folder.iterdir()) if p.is_file() and
-             (p.name.endswith(".json") or p.name.endswith(".json.gz")) and not _NOT_RANKS.match(p.name)]
+    """The trace files directly in a folder (*.json, *.json.gz; a bundle's meta/et/capture files left out):
+    a file whose name carries a rank number is a rank whatever it holds (a damaged rank is reported, not
+    dropped); any other must look like a trace (a ``traceEvents`` key in its first MiB): ``explain /tmp`` had
+    read three unrelated JSON files as the ranks of one run."""
+    from tracekit.load.kineto import is_trace_like
+
+    found = []
+    for p in sorted(folder.iterdir()):
+        if p.is_file() and (p.name.endswith(".json") or p.name.endswith(".json.gz")) and not _NOT_RANKS.match(p.name):
+            if _RANK_IN_NAME.search(p.name):
+                found.append(p)
+                continue
+            try:
+                if is_trace_like(p):
+                    found.append(p)
+            except TracekitError:             # unreadable, over the limits, and not named as a rank
+                continue
     return found
 
 
