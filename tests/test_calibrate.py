@@ -180,6 +180,17 @@ def test_spec_writer_escapes_names_and_round_trips(tmp_path):
     assert spec.skipped == {"peak.fp8": 'no "fp8" here'}
 
 
+def test_a_measured_rate_outside_the_sane_range_is_skipped_not_written(tmp_path):
+    # an emulated fp8 matmul on this 2-core CPU measured 6.8e-05 TFLOP/s once; a much slower one must not
+    # make calibrate write a spec its own loader refuses (it raised an internal error)
+    cal = _synthetic("slow cpu", {"name": "slow cpu"}, {"peak.fp32": 0.034, "peak.fp8": 3e-7})
+    path = tmp_path / "slow.toml"
+    path.write_text(spec_toml(cal, "slow"))
+    spec = load_spec(path)
+    assert spec.peak("fp32") == 0.034 and "fp8" not in spec.peak_tflops
+    assert spec.skipped["peak.fp8"].startswith("measured 3e-07 TFLOP/s, outside the sane range 1e-06")
+
+
 def test_spec_kind_and_skipped_are_checked(tmp_path):
     base = 'id = "x"\nname = "x"\nvendor = "cpu"\n'
     bad_kind = tmp_path / "k.toml"

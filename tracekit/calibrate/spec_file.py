@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 
 from tracekit.calibrate.figures import ALL_KEYS, VALUE_RULE, Calibration, unit_of
-from tracekit.cost.devices import DeviceSpec, match_device
+from tracekit.cost.devices import DeviceSpec, match_device, sane_range
 
 SECTIONS = ("peak", "memory", "launch")
 NOISY_PCT = 10           # interquartile range over median above which the table calls a figure noisy
@@ -44,16 +44,22 @@ def spec_toml(cal: Calibration, spec_id: str, name: str | None = None) -> str:
              "match = []   # measured: never picked by device name; pass this file with --spec",
              f"notes = {toml_string(notes)}"]
     by_section: dict[str, list[str]] = {s: [] for s in SECTIONS}
+    skipped = dict(cal.skipped)
     for fig in sorted(cal.figures, key=lambda f: ALL_KEYS.index(f.key)):
         section, key = fig.key.split(".", 1)
+        low, high, unit = sane_range(section, key)
+        if not low <= fig.value <= high:               # a spec with it would be refused on load
+            skipped[fig.key] = (f"measured {fig.value:g} {unit}, outside the sane range {low:g} to {high:g} "
+                                f"{unit} (docs/limits.md)")
+            continue
         by_section[section].append(f"{key} = {{ value = {_number(fig.value)}, kind = {toml_string(fig.kind)}, "
                                    f"source = {toml_string(fig.source(context))} }}")
     for section in SECTIONS:
         if by_section[section]:
             lines += ["", f"[{section}]", *by_section[section]]
-    if cal.skipped:
+    if skipped:
         lines += ["", "[skipped]   # not measured here, and why (tracekit reads these; they set no number)"]
-        lines += [f"{toml_string(k)} = {toml_string(v)}" for k, v in sorted(cal.skipped.items(),
+        lines += [f"{toml_string(k)} = {toml_string(v)}" for k, v in sorted(skipped.items(),
                                                                             key=lambda kv: ALL_KEYS.index(kv[0]))]
     return "\n".join(lines) + "\n"
 

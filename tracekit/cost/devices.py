@@ -140,7 +140,7 @@ class DeviceSpec:
 
 # the sane range of each spec number (inclusive): a value outside is a typo or an attack, and it would
 # make floors absurd (bandwidth 1e-300: floors of 1e300 µs, every gap 0×, every max_gap passes) or overflow
-SANE_RANGE = {"peak": (1e-4, 1e5, "TFLOP/s"), "memory.bandwidth_gbs": (1e-2, 1e5, "GB/s"),
+SANE_RANGE = {"peak": (1e-6, 1e5, "TFLOP/s"), "memory.bandwidth_gbs": (1e-2, 1e5, "GB/s"),
               "memory.elementwise_gbs": (1e-2, 1e5, "GB/s"), "memory.l2_bytes": (1.0, 2.0 ** 40, "bytes"),
               "memory.l2_gbs": (1e-2, 1e6, "GB/s"),
               "launch": (1e-3, 1e6, "µs"), "link": (1e-3, 1e5, "GB/s")}
