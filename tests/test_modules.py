@@ -479,3 +479,28 @@ def test_no_node_needs_more_as_one_kernel_than_as_its_kernels():
             and n.figures.get("fused_floor_us") is not None and n.figures["floor_us"] is not None
             and n.figures["costed_pct"] == 100.0 and n.figures["fused_floor_us"] > n.figures["floor_us"] * (1 + 1e-3)]
     assert over == []
+
+
+def test_module_rule_gap_is_the_tree_nodes_gap(h200_gpt, tmp_path):
+    # the gate and the tree had two definitions: the rule counted only kernels with a floor of their own,
+    # the tree every kernel set against one (a split-K reduce beside its GEMM): 2.11x against 2.31x once
+    import orjson
+
+    from conftest import run_cli
+    trace, trees, _ = h200_gpt
+    nodes = [_child(t, ("phase", "backward"), ("module", "GPT_0"), ("module", "Block_1")) for t in trees]
+    assert all(n.figures["costed_us"] > n.figures["floor_us"] > 0 for n in nodes)
+    worst = max(n.figures["gap"] for n in nodes)
+    rules = _rules(tmp_path, '[[module]]\npath = "GPT_0/Block_1"\nphase = "backward"\nmax_gap = 1.0\n')
+    want = f"{worst:.2f}× in GPT_0/Block_1, step "
+    got = run_cli("check", H200 / "gpt_train" / "trace.json.gz", "--rules", rules, "-f", "json")
+    assert got.returncode == 1
+    assert orjson.loads(got.stdout)["results"][0]["found"].startswith(want)
+    # and from the explain JSON of the same trace
+    doc = tmp_path / "explain.json"
+    out = run_cli("explain", H200 / "gpt_train" / "trace.json.gz", "--by", "module", "-f", "json")
+    assert out.returncode == 0
+    doc.write_text(out.stdout)
+    got = run_cli("check", doc, "--rules", rules, "-f", "json")
+    assert got.returncode == 1
+    assert orjson.loads(got.stdout)["results"][0]["found"].startswith(want)

@@ -130,6 +130,10 @@ def _explain_doc(path: Path) -> dict | None:
     return None
 
 
+def _finite_pos(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf")
+
+
 def _from_explain(path: Path, doc: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     steps, kernels, summary = doc.get("steps"), doc.get("kernels"), doc.get("summary")
     if not isinstance(steps, list) or not isinstance(kernels, list) or not isinstance(summary, dict):
@@ -147,6 +151,9 @@ def _from_explain(path: Path, doc: dict) -> tuple[pd.DataFrame, pd.DataFrame, di
     except (ValueError, TypeError) as exc:
         raise TracekitError(f"{path}: explain JSON has malformed steps or kernels ({exc})") from None
     kt["fused_ops"] = [f if isinstance(f, list) else [] for f in kt["fused_ops"]]
+    # the time a floor covers (explain JSON before 'covered' existed: the kernels with a floor of their own)
+    kt["covered"] = [k["covered"] if isinstance(k.get("covered"), bool) else bool(_finite_pos(k.get("floor_us")))
+                     for k in kernels]
     dev = doc.get("device") if isinstance(doc.get("device"), dict) else {}
     for where, key in (("device", "name"), ("device", "spec"), ("summary", "step_rule")):
         v = (dev if where == "device" else summary).get(key)
@@ -245,7 +252,7 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
 def _from_trace(t) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     from tracekit.report.document import step_table
     steps = step_table(t).reindex(columns=STEP_FIELDS)
-    kernels = t.kernels[KERNEL_FIELDS].copy()
+    kernels = t.kernels[[*KERNEL_FIELDS, "covered"]].copy()
     kernels["fused_ops"] = [f if isinstance(f, list) else [] for f in kernels["fused_ops"]]
     return steps, kernels, {"device": t.device_name, "spec": t.spec.id if t.spec else None, "step_rule": t.step_rule}
 

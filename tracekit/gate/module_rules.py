@@ -58,13 +58,17 @@ def per_instance(kernels: pd.DataFrame, pattern: str, phase: str | None = None) 
     rows = []
     floor = k["floor_us"].to_numpy(dtype=float)
     dur = k["dur_us"].to_numpy(dtype=float)
-    for path, step, d, f in zip(k[column].tolist(), k["step"].tolist(), dur.tolist(), floor.tolist()):
+    # the tree's and the step's gap: the time of the kernels set against a floor (a split-K reduce or a
+    # foreach chunk beside its op's carrier counts) over the floors' sum
+    covered = k["covered"].to_numpy(dtype=bool) if "covered" in k else ~np.isnan(floor)
+    for path, step, d, f, c in zip(k[column].tolist(), k["step"].tolist(), dur.tolist(), floor.tolist(),
+                                   covered.tolist()):
         got = memo.get(path)
         if got is None:
             got = memo[path] = matched_instances(path, pat)
         floored = f == f and f > 0
         for inst in got:
-            rows.append((inst, step, d, d if floored else 0.0, f if floored else 0.0))
+            rows.append((inst, step, d, d if c else 0.0, f if floored else 0.0))
     df = pd.DataFrame(rows, columns=["instance", "step", "dur_us", "costed_us", "floor_us"])
     g = df.groupby(["instance", "step"], sort=False)
     out = g.agg(kernels=("dur_us", "size"), dur_us=("dur_us", "sum"), costed_us=("costed_us", "sum"),

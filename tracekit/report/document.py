@@ -13,8 +13,8 @@ from tracekit.model.trace import Trace
 from tracekit.report.phases import graph_replay_steps, phase_rows, step_phases
 from tracekit.outputs import shown
 
-KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "gap_floor_us", "l2",
-                 "l2_floor_us", "fused_ops", "kind", "step", "start_us", "stream", "device", "dtype", "compute_unit",
+KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "gap_floor_us", "covered",
+                 "l2", "l2_floor_us", "fused_ops", "kind", "step", "start_us", "stream", "device", "dtype", "compute_unit",
                  "event_bytes", "launch", "graph", "op_source", "op_dims", "op_types", "grid", "block", "cost_note",
                  "module"]
 
