@@ -33,13 +33,13 @@ def top_level_cpu_ops(events) -> int:
 
 
 # peer traces without any device activity (explain lists their top-level CPU ops instead)
-NO_DEVICE = {"cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "mtia_inference_trace_mtia_inference_rank_0.json.gz",
+NO_DEVICE = {"cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
              "distributed_info_unavailable_distributed_info_not_found.json.gz",
              "cupti_profiler_benchmark_result_924719_1679055439_trace.json.gz"}     # counters, not kernels (issue 24.7)
 
 
-def test_all_twenty_one_peer_traces_are_present():
-    assert len(ALL_PEERS) == 21
+def test_all_twenty_two_peer_traces_are_present():
+    assert len(ALL_PEERS) == 22
 
 
 @pytest.mark.parametrize("path", ALL_PEERS, ids=lambda p: p.name[:40])
@@ -49,7 +49,8 @@ def test_every_peer_trace_explains_without_dropping_kernels(path):
     assert "Traceback" not in proc.stderr
     doc = json.loads(proc.stdout)
     events = raw_events(path)
-    device_events = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    device_events = [e for e in events if e.get("ph") == "X" and (e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                     or e.get("cat") == "mtia_ccp_events" and e.get("name") not in ("event_wait", "event_record"))]
     if path.name in NO_DEVICE:           # was: nothing asserted at all for these three
         assert device_events == [] and "no device kernels" in proc.stderr
         assert {k["kind"] for k in doc["kernels"]} == {"cpu_op"}
@@ -75,6 +76,11 @@ def test_at_least_95_percent_of_kernel_time_is_classified(path):
     df = analyze(path)[0].kernels
     assert df["dur_us"].sum() > 0          # every peer trace has timed rows (was a skip if not)
     other = df.loc[df["category"] == "other", "dur_us"].sum()
+    if path.name.startswith("mtia_inference"):
+        # its jobs are named by their executable (merge, remote) or not at all (pe_exe), launched by no op:
+        # whole compiled subgraphs, "other" is what they are (docs/explain.md); the rest are its DMA requests
+        assert set(df.loc[df["category"] == "other", "name"]) == {"merge", "remote", "pe_exe"}
+        return
     assert other / df["dur_us"].sum() < 0.05
 
 
@@ -123,9 +129,9 @@ def test_graph_replay_kernels_are_marked():
 def test_unknown_device_gets_no_floors_and_says_so():
     proc = run_cli("explain", PEERS / "hta/mtia_inference_trace_mtia_inference_rank_0.json.gz", "--format", "json")
     doc = json.loads(proc.stdout)
-    assert doc["device"]["spec"] is None
+    assert doc["device"]["spec"] is None and doc["device"]["name"] == "ARTEMIS"
     assert all(k["floor_us"] is None for k in doc["kernels"])
-    assert "no device kernels" in proc.stderr
+    assert proc.stderr.count("unknown device 'ARTEMIS': no floors") == 1
 
 
 def test_mi250_generic_name_matches_per_gcd_spec():

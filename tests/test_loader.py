@@ -29,7 +29,7 @@ TRACES = [H200 / "seed_eager_b128.json.gz",                               # H200
           PEERS / "hta/trace_diff_control_control.json.gz",               # launches whose op is found by time
           PEERS / "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz",  # string stream args
           PEERS / "hta/triton_example_triton_example.json.gz",            # grid given as a string
-          PEERS / "hta/mtia_inference_trace_mtia_inference_rank_0.json.gz",    # MTIA events, CPU-only rows
+          PEERS / "hta/mtia_inference_trace_mtia_inference_rank_0.json.gz",    # MTIA device events (mtia_ccp_events), waits
           PEERS / "tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz"]  # bytes as strings
 
 

@@ -5,6 +5,7 @@ committed real traces (H200 captures, HTA/TraceLens peers)."""
 
 from __future__ import annotations
 
+import gzip
 import re
 from functools import lru_cache
 
@@ -77,8 +78,11 @@ def test_out_tensor_is_written_not_read():
 
 def test_cast_writes_the_dtype_it_converts_to():
     """MTIA peer: aten::to(int64 [10901], dtype=3 (int32)): 10901·8 read + 10901·4 written."""
-    r = row(PEERS / "hta/mtia_inference_trace_mtia_inference_rank_0.json.gz", "aten::to", "[[10901], [], [], [], []]")
-    assert r["bytes"] == 10901 * 8 + 10901 * 4 == 130_812
+    events = orjson.loads(gzip.open(PEERS / "hta/mtia_inference_trace_mtia_inference_rank_0.json.gz").read())
+    a = next(e["args"] for e in events["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] == "aten::to"
+             and e["args"]["Input Dims"] == [[10901], [], [], [], []])     # a CPU op there: no device row carries it
+    cost = cost_of(OpCall("aten::to", a["Input Dims"], a["Input type"], concrete=a["Concrete Inputs"]))
+    assert cost.bytes == 10901 * 8 + 10901 * 4 == 130_812
 
 
 def test_host_copy_keeps_its_trace_byte_count():

@@ -175,12 +175,21 @@ def test_device_events_that_are_not_complete_are_counted_and_warned(tmp_path):
     assert "3 device events (kernel) whose ph is not 'X'" in stderr
 
 
-def test_mtia_device_events_are_counted_and_warned(tmp_path):
-    """Synthetic: an MTIA-style trace (mtia_ccp_events as in HTA's MTIA test trace) with one CPU op."""
+def test_mtia_device_events_without_a_launch_are_rows_and_warned(tmp_path):
+    """Synthetic: an MTIA-style trace (mtia_ccp_events as in HTA's MTIA test traces) with one CPU op: three
+    launch-less jobs become rows (one warning), a wait is no row (its own warning), a B/E half is skipped."""
     ccp = [{"ph": "X", "cat": "mtia_ccp_events", "name": "pe_exe", "pid": 17, "tid": 3910, "ts": 100 + i,
             "dur": 1, "args": {"stream": 112}} for i in range(3)]
-    code, stderr = _same_code_every_format(_write(tmp_path, _trace(*ccp, O(), props=[{"name": "ARTEMIS"}])))
-    assert code == 0 and "3 MTIA device events (mtia_ccp_events) are not read" in stderr
+    wait = {**ccp[0], "name": "event_wait", "ts": 110, "dur": 5}
+    half = {**ccp[0], "ph": "B", "ts": 120}
+    path = _write(tmp_path, _trace(*ccp, wait, half, O(), props=[{"name": "ARTEMIS"}]))
+    code, stderr = _same_code_every_format(path)
+    assert code == 0 and "not read" not in stderr
+    assert stderr.count("3 MTIA device events name no launch") == 1
+    assert "1 event_wait (5.00 µs) left out of kernel time" in stderr
+    assert "1 device events (mtia_ccp_events) whose ph is not 'X'" in stderr
+    doc = json.loads(run_cli("explain", path, "--format", "json").stdout)
+    assert [(k["name"], k["kind"], k["stream"]) for k in doc["kernels"]] == [("pe_exe", "kernel", 112)] * 3
 
 
 @pytest.mark.parametrize("doc", [{"traceEvents": []}, [], {"traceEvents": [{"ph": "M", "name": "process_name"}]}])

@@ -24,7 +24,7 @@ MAX_COST = float(1 << 53)     # FLOPs or bytes of one row, and a collective's me
 OUT_OF_RANGE = "cost out of range (FLOPs or bytes not finite, negative or over 2^53): no floor"
 RolesFn = Callable[[str, object], 'list[str] | None']   # (kernel op, kernel_file) -> pointer names
 
-_DEVICE_TO_DEVICE = re.compile(r"dtod|device -> device|d2d", re.IGNORECASE)
+_DEVICE_TO_DEVICE = re.compile(r"dtod|device -> device|d2d|device_to_device", re.IGNORECASE)
 _PEER = re.compile(r"ptop|peer|p2p", re.IGNORECASE)
 _COST_INPUTS = ("name", "kind", "category", "op", "op_dims", "op_types", "op_strides", "op_concrete",
                 "kernel_file", "fused_ops", "event_bytes", "collective")

@@ -22,7 +22,7 @@ from tracekit.load.engine_steps import is_iteration
 
 DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
                      "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
-MTIA_DEVICE = "mtia_ccp_events"         # MTIA device activity: counted and named in a warning, not read
+MTIA_DEVICE = "mtia_ccp_events"         # MTIA device activity: compute, DMA and waits in one category (mtia_kind)
 PROFILER_RANGE = "cuda_profiler_range"  # CUPTI range profiler: per-kernel counters, no kernel timeline (warned)
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "mtia_runtime"}
 CPU_OP_CATEGORIES = {"cpu_op", "operator"}
@@ -37,7 +37,8 @@ DEVICE, MTIA, LAUNCH, CPU_OP, ANNOTATION, PYTHON, NOT_COMPLETE, RANGE = 1, 2, 3,
 GROUP = {**{c: DEVICE for c in DEVICE_CATEGORIES}, MTIA_DEVICE: MTIA, PROFILER_RANGE: RANGE,
          **{c: LAUNCH for c in LAUNCH_CATEGORIES},
          **{c: CPU_OP for c in CPU_OP_CATEGORIES}, "user_annotation": ANNOTATION, "python_function": PYTHON}
-NOT_X = {c: NOT_COMPLETE for c in DEVICE_CATEGORIES}
+NOT_X = {c: NOT_COMPLETE for c in (*DEVICE_CATEGORIES, MTIA_DEVICE)}
+MTIA_WAITS = ("event_wait", "event_record")  # an MTIA stream waiting on / marking an event: no device work
 
 
 class Args(msgspec.Struct, gc=False, rename=ARG_NAMES):
@@ -57,6 +58,8 @@ class Args(msgspec.Struct, gc=False, rename=ARG_NAMES):
     kernel_file: str | None | UnsetType = UNSET
     rf_id: _LOOSE = UNSET
     kernel: str | None | UnsetType = UNSET
+    size: _LOOSE = UNSET                # an MTIA DMA request's bytes
+    direction: _LOOSE = UNSET           # an MTIA DMA request's HOST_TO_DEVICE, DEVICE_TO_HOST...
 
 
 NO_ARGS = Args()
@@ -97,7 +100,7 @@ def decode_lenient(events: list, base: int, path, marker) -> list[Event]:
         if cat is not None and not isinstance(cat, str):
             raise bad_event(path, i, f"has a 'cat' that is a {type(cat).__name__}, not a string")
         group = GROUP.get(cat) if e.get("ph") == "X" else None
-        if group == DEVICE:
+        if group == DEVICE or group == MTIA:
             check_time(e, path, i)
             check_common(e, path, i)
         elif group == LAUNCH:
@@ -112,6 +115,17 @@ def decode_lenient(events: list, base: int, path, marker) -> list[Event]:
                 check_time(e, path, i)
         out.append(_record(e))
     return out
+
+
+def mtia_kind(name) -> str:
+    """What an MTIA device event (``mtia_ccp_events``) is, from its name: ``"memcpy"`` for a DMA request
+    (``dma_request``), ``"wait"`` for a stream's event wait or record (``event_wait``, ``event_record``:
+    no device work), else ``"kernel"`` (a job: ``pe_exe``, ``merge``, ``fc-dtype_Float``...)."""
+    if not isinstance(name, str):
+        return "kernel"
+    if name.startswith("dma"):
+        return "memcpy"
+    return "wait" if name in MTIA_WAITS else "kernel"
 
 
 def is_step_name(name: str, marker) -> bool:

@@ -132,8 +132,12 @@ def _load(p: Path, step_marker: str | None) -> Trace:
         device_name = None
     else:
         table = device_table(piece, notes)
+    waits = piece.waits
     del piece
     warnings = notes.warnings()
+    if waits:
+        meta["device_waits"] = device_waits(waits)
+        warnings.append(wait_warning(meta["device_waits"]))
     if cpu_only:
         warnings.append("no device kernels in this trace: rows are the top-level CPU ops")
     table = _assign_steps(table, steps)
@@ -147,6 +151,22 @@ def _load(p: Path, step_marker: str | None) -> Trace:
     keep = source_events() if len(table) and bool(table["graph"].any()) else None    # graph_replay reads them
     return Trace(path=str(p), kernels=table, steps=steps, step_rule=step_rule, device_name=device_name,
                  device_properties=props, metadata=meta, warnings=warnings, source_events=keep)
+
+
+def device_waits(waits: list[tuple]) -> dict:
+    """MTIA stream waits and event records, (ts, dur, name) each: count and time per name."""
+    out: dict = {}
+    for _, dur, name in waits:
+        got = out.setdefault(name, {"events": 0, "us": 0.0})
+        got["events"] += 1
+        got["us"] += dur
+    return out
+
+
+def wait_warning(found: dict) -> str:
+    parts = [f"{v['events']} {name} ({v['us']:,.2f} µs)" for name, v in found.items()]
+    return (f"MTIA stream waits are not device work: {', '.join(parts)} left out of kernel time and busy "
+            "(a waiting stream is idle; HTA counts them as computation)")
 
 
 def _device_properties(meta: dict, notes: Notes) -> tuple[list[dict], str | None]:

@@ -50,6 +50,14 @@ def device_table(p: Piece, notes: Notes) -> pd.DataFrame:
     # step assignment uses the launch time (the CPU side), else the op's; a kernel with neither was
     # launched before the trace began (or its launch was dropped): it belongs to no step
     when = [p.l_ts[k] if k >= 0 else (p.c_ts[o] if o >= 0 else np.nan) for k, o in zip(li, op)]
+    # an MTIA device event without a launch (a job or DMA begun before profiling, or a DMA the device issued
+    # itself) is placed by its own start, as HTA places them
+    own = [r for r, (k, o, m) in enumerate(zip(li, op, p.d_own)) if m and k < 0 and o < 0]
+    for r in own:
+        when[r] = p.d_ts[r]
+    if own:
+        notes.add("{n} MTIA device events name no launch (no correlation: begun before profiling, or a DMA the "
+                  "device issued itself): no op, placed in steps by their own start time", len(own))
     if unresolved and OP in p.c_role:
         found = innermost_ops([p.l_tid[li[r]] for r in unresolved], [p.l_ts[li[r]] for r in unresolved], p)
         for r, o in zip(unresolved, found):

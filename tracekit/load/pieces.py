@@ -19,7 +19,7 @@ import numpy as np
 from msgspec import UNSET, Raw, UnsetType
 
 from tracekit.load.events import (ANNOTATION, CPU_OP, DEVICE, DEVICE_CATEGORIES, GROUP, LAUNCH, MTIA, NO_ARGS, RANGE,
-                                  NOT_COMPLETE, NOT_X, PYTHON, Args, is_step_name)
+                                  NOT_COMPLETE, NOT_X, PYTHON, Args, is_step_name, mtia_kind)
 from tracekit.load.fields import MAX_ABS_TS_US, MAX_DUR_US, grid_value, number
 
 _INT64 = (-(1 << 63), 1 << 63)
@@ -43,6 +43,8 @@ class Piece:
     d_grid: list = field(default_factory=list)
     d_block: list = field(default_factory=list)
     d_bytes: list = field(default_factory=list)
+    d_own: list = field(default_factory=list)      # placed in a step by its own start when it has no launch (MTIA)
+    waits: list = field(default_factory=list)      # (ts, dur, name) of MTIA stream waits: no device work, no row
     l_idx: list = field(default_factory=list)      # launches: runtime calls with a correlation
     l_name: list = field(default_factory=list)
     l_ts: list = field(default_factory=list)
@@ -157,8 +159,12 @@ def distil(recs: list, base: int, marker, fast: bool) -> Piece | None:
     piece = Piece(n_events=len(recs))
     at = {g: np.flatnonzero(codes == g) for g in (DEVICE, LAUNCH, CPU_OP, ANNOTATION, python, MTIA, NOT_COMPLETE,
                                                   RANGE)}
-    _skipped(piece, recs, base, at[NOT_COMPLETE], at[MTIA], at[RANGE])
-    ok = _device(piece, [recs[i] for i in at[DEVICE]], at[DEVICE] + base, fast)
+    _skipped(piece, recs, base, at[NOT_COMPLETE], at[RANGE])
+    mtia = at[MTIA]
+    waits = np.array([mtia_kind(recs[i].name) == "wait" for i in mtia.tolist()], dtype=bool)
+    device = np.sort(np.concatenate([at[DEVICE], mtia[~waits]])) if len(mtia) else at[DEVICE]
+    ok = _waits(piece, [recs[i] for i in mtia[waits]], fast)
+    ok = ok and _device(piece, [recs[i] for i in device], device + base, fast)
     ok = ok and _launches(piece, [recs[i] for i in at[LAUNCH]], at[LAUNCH] + base, fast)
     ok = ok and _cpu_ops(piece, [recs[i] for i in at[CPU_OP]], at[CPU_OP] + base, marker, fast)
     marks = np.sort(np.concatenate([at[ANNOTATION], at[python]])) if marker is not None else at[ANNOTATION]
@@ -166,20 +172,25 @@ def distil(recs: list, base: int, marker, fast: bool) -> Piece | None:
     return piece if ok else None
 
 
-def _skipped(piece: Piece, recs: list, base: int, not_complete, mtia, ranges=()) -> None:
+def _skipped(piece: Piece, recs: list, base: int, not_complete, ranges=()) -> None:
     for i in not_complete.tolist():
         cat = recs[i].cat
         piece.notes.append((base + i, 0, f"{{n}} device events ({cat}) whose ph is not 'X' (a complete event) were "
                                         "skipped: tracekit reads device activity from complete events only", 1))
-    if len(mtia):
-        piece.notes.append((base + int(mtia[0]), 0, "{n} MTIA device events (mtia_ccp_events) are not read: they mix "
-                            "compute (pe_exe), DMA and waits (event_wait) and name no launch, and tracekit has no "
-                            "model of them (HTA counts them)", len(mtia)))
     if len(ranges):
         piece.notes.append((base + int(ranges[0]), 0, "{n} CUPTI range-profiler events (cuda_profiler_range) are not "
                             "read: this is a hardware-counter trace (each kernel replayed under counters, its "
                             "timings not its run's), not a kernel trace; profile with torch.profiler's CUDA activity "
                             "for kernel times", len(ranges)))
+
+
+def _waits(piece: Piece, ev: list, fast: bool) -> bool:
+    """MTIA stream waits and event records: kept as (ts, dur, name) for the loader's count, not as rows."""
+    times = _times(ev, fast)
+    if times is None or not _names_ok([e.name for e in ev], fast):
+        return False
+    piece.waits += zip(times[0].tolist(), times[1].tolist(), [e.name for e in ev])
+    return True
 
 
 def _times(ev: list, fast: bool, dur: bool = True) -> tuple | None:
@@ -214,9 +225,14 @@ def _device(piece: Piece, ev: list, idx, fast: bool) -> bool:
     ext = [a.external_id for a in args]
     if times is None or not _names_ok(names, fast) or not _ids_ok(corr, fast) or not _ids_ok(ext, fast):
         return False
-    kinds = [DEVICE_CATEGORIES[e.cat] for e in ev]
+    mtia = [e.cat not in DEVICE_CATEGORIES for e in ev]             # the rest are mtia_ccp_events
+    kinds = [mtia_kind(e.name) if m else DEVICE_CATEGORIES[e.cat] for e, m in zip(ev, mtia)]
+    if any(mtia):                       # a DMA request's bytes are its size; its name says its direction
+        args = [a if not (m and k == "memcpy") else _dma_args(a) for a, m, k in zip(args, mtia, kinds)]
+        names = [_dma_name(n, a) if m and k == "memcpy" else n for n, a, m, k in zip(names, args, mtia, kinds)]
     piece.d_idx += idx.tolist()
     piece.d_kind += kinds
+    piece.d_own += mtia
     piece.d_name += map(sys.intern, names) if fast else names      # a few hundred distinct names
     piece.d_ts += times[0].tolist()
     piece.d_dur += times[1].tolist()
@@ -247,6 +263,18 @@ def _device(piece: Piece, ev: list, idx, fast: bool) -> bool:
         piece.notes.append((int(idx[min(bad_grid)]), 2, "{n} device events have a grid or block that is not a list "
                             "of ints: dropped", len(bad_grid)))
     return True
+
+
+def _dma_args(a: Args) -> Args:
+    """An MTIA DMA request's args with its ``size`` as the copy's ``bytes``."""
+    return Args(correlation=a.correlation, external_id=a.external_id, device=a.device, stream=a.stream,
+                bytes=a.size, direction=a.direction)
+
+
+def _dma_name(name, a: Args):
+    """``dma_request (HOST_TO_DEVICE)``: the trace's name with the direction its args give (a copy's cost
+    reads the direction from the name, as from CUDA's ``Memcpy HtoD``)."""
+    return f"{name} ({a.direction})" if isinstance(name, str) and isinstance(a.direction, str) else name
 
 
 def _launches(piece: Piece, ev: list, idx, fast: bool) -> bool:

@@ -22,7 +22,8 @@ LAUNCH_APIS = frozenset({
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchKernelEx", "cudaLaunchCooperativeKernel",
     "cudaLaunchCooperativeKernelMultiDevice", "cudaGraphLaunch", "cuLaunchKernel", "cuLaunchKernelEx",
     "cuLaunchCooperativeKernel", "cuGraphLaunch", "hipLaunchKernel", "hipExtLaunchKernel",
-    "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipLaunchCooperativeKernel", "hipGraphLaunch"})
+    "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipLaunchCooperativeKernel", "hipGraphLaunch",
+    "runFunction - job_prep_and_submit_for_execution"})                  # MTIA: a job (its kernels) submitted
 _VERSION = re.compile(r"_v\d+$")
 FIELDS = ("launches", "launch_us", "host_us", "sync_us", "runtime_us")
 

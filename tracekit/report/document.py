@@ -134,6 +134,7 @@ def explain_dict(trace: Trace) -> dict:
     summary.update(fusion_summary(trace))
     summary["execution_trace"] = trace.metadata.get("execution_trace")   # the ET joined, or None
     summary["graph_replays"] = trace.metadata.get("graph_replays")        # matched to captures (load.graph_replay)
+    summary["device_waits"] = trace.metadata.get("device_waits")          # MTIA stream waits: no rows (load.kineto)
     return {"trace": shown(trace.path), "device": device, "steps": step_rows, "kernels": kernels,
             "summary": summary, "phases": phase_rows(trace, step_rows, summary["fusion_per_step"]),
             "warnings": list(trace.warnings)}
