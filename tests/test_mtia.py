@@ -140,3 +140,16 @@ def test_single_rank_trace_compute_and_idle_against_a_plain_count_and_hta():
     assert by["memcpy"]["count"] == 22_359
     assert compute == pytest.approx(7_305_596, rel=5e-4)          # HTA's compute_time
     assert step["idle_us"] == pytest.approx(5_648_827, rel=4e-3)  # HTA's idle_time
+
+
+def test_perfetto_annotates_every_mtia_row_event(tmp_path):
+    """explain --perfetto on the inference trace: the 974 row events carry tracekit's facts, the waits none.
+    Was: exit 2, 'changed since it was read (event 12047 is not the kernel dma_request (DEVICE_TO_HOST))'
+    (the row's name carries the direction, the event's does not)."""
+    out = tmp_path / "annotated.json.gz"
+    proc = run_cli("explain", INFERENCE, "--perfetto", out, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    ccp = _ccp(orjson.loads(gzip.open(out).read())["traceEvents"])
+    marked = Counter(e["name"] for e in ccp if "tracekit" in e["args"])
+    assert marked == {"dma_request": 877, "remote": 37, "merge": 36, "pe_exe": 24}
+    assert {e["args"]["tracekit"]["category"] for e in ccp if e["name"] == "dma_request"} == {"memcpy"}

@@ -61,7 +61,7 @@ def write_perfetto(trace: Trace, doc: dict, path: str | Path) -> dict:
     for i, row in enumerate(rows[["event_index", "name", "start_us", *FIELDS]].to_dict("records")):
         idx = int(row["event_index"])
         e = events[idx] if 0 <= idx < len(events) else None
-        if not isinstance(e, dict) or e.get("name") != row["name"] or float(e.get("ts")) != row["start_us"]:
+        if not isinstance(e, dict) or not _named(e, row["name"]) or float(e.get("ts")) != row["start_us"]:
             raise TracekitError(f"{source}: changed since it was read (event {idx} is not the kernel "
                                 f"{str(row['name'])[:60]!r}); run explain again")
         args = e.get("args")
@@ -133,3 +133,9 @@ def _step_counters(trace: Trace, doc: dict, events: list, rows) -> int:
                       "tid": events[first].get("tid", 0), "args": {"diagnosis": diag["text"]}})
     events.extend(added)
     return len(added)
+
+
+def _named(e: dict, name: str) -> bool:
+    """The event is the row's: its name, or an MTIA DMA request's with the direction the loader added."""
+    own = e.get("name")
+    return own == name or (e.get("cat") == "mtia_ccp_events" and isinstance(own, str) and name.startswith(f"{own} ("))
