@@ -113,6 +113,9 @@ def test_single_rank_trace_matches_htas_own_assertions():
     step = doc["steps"][0]
     assert int(step["window_us"]) == 13_328_347
     assert doc["summary"]["kernels_per_step"] == [25_812] and doc["summary"]["kernels_outside_steps"] == 2
+    # every job was submitted by one runFunction call in the step: 3,453 launches (was 0: not a launch API)
+    runs = [e for e in _raw(SINGLE) if e.get("cat") == "mtia_runtime" and e["name"].startswith("runFunction")]
+    assert step["launches"] == len(runs) == 3_453
     pairs = Counter((k["op"], k["name"]) for k in doc["kernels"] if k["step"] == 0)
     assert pairs[("aten::mul", "customized_fba_mul_const-dtype_Float")] == 822
     # the HTA test's kernel of correlation 423 (its gpu_duration 124.768 µs), found in the raw events
