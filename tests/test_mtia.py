@@ -89,6 +89,17 @@ def test_inference_trace_links_jobs_and_dma_to_their_runtime_calls():
     assert copy and copy[0]["name"] == "dma_request (HOST_TO_DEVICE)"
     proc = run_cli("explain", INFERENCE, "--format", "json")
     assert proc.stderr.count("244 MTIA device events name no launch") == 1
+    # no CPU op (nor annotation) on the launching thread encloses any of the 185 runtime calls: no row has an op
+    events = _raw(INFERENCE)
+    spans: dict = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation"):
+            spans.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    calls = [e for e in events if e.get("cat") == "mtia_runtime"
+             and e["name"].startswith(("runFunction", "enqueueCommand memcpy"))]
+    assert len(calls) == 185
+    assert not any(a <= c["ts"] <= b for c in calls for a, b in spans.get(c["tid"], []))
+    assert all(k["op"] is None for k in rows)
     # a copy's bytes are the trace's own (args size), once over the link: no floor without a spec
     assert all(k["bytes"] == k["event_bytes"] and k["compute_unit"] == "pcie" for k in dma)
 
