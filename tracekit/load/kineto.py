@@ -165,8 +165,8 @@ def device_waits(waits: list[tuple]) -> dict:
 
 def wait_warning(found: dict) -> str:
     parts = [f"{v['events']} {name} ({v['us']:,.2f} µs)" for name, v in found.items()]
-    return (f"MTIA stream waits are not device work: {', '.join(parts)} left out of kernel time and busy "
-            "(a waiting stream is idle; HTA counts them as computation)")
+    return (f"MTIA stream event waits and records are no device work: {', '.join(parts)} left out of kernel "
+            "time and busy (a waiting stream is idle)")
 
 
 def _device_properties(meta: dict, notes: Notes) -> tuple[list[dict], str | None]:
