@@ -85,12 +85,28 @@ FAST = "import sys; from tracekit.cli.main import run; c = run(); assert 'typer'
 TYPER = "from tracekit.cli.app import main; main()"
 
 
+MAIN = "from tracekit.cli.main import main; main()"      # what `tracekit` and `python -m tracekit` run
+
+
 @pytest.mark.parametrize("argv", [["explain", str(BLOCK), "-f", "json"],
+                                  ["explain", str(CPU_ONLY), "-f", "json"],          # warning lines on stderr
                                   ["explain", str(ROOT / "README.md"), "--format=json"]])
 def test_the_console_entry_point_imports_no_typer_and_writes_the_same(argv):
     fast = _process(FAST, argv)
-    assert fast == _process(TYPER, argv)
-    assert fast[0] in (0, 2)
+    assert fast == _process(TYPER, argv) == _process(MAIN, argv)        # MAIN ends with os._exit: all flushed
+    assert fast[0] in (0, 2) and (fast[0] == 0) == fast[1].startswith(b"{")
+    assert (b"warning" in fast[2]) == (argv[1] == str(CPU_ONLY))
+
+
+def test_a_full_disk_is_one_line_and_exit_2_on_both_paths():
+    got = []
+    for code in (MAIN, TYPER):
+        with open("/dev/full", "wb") as full:
+            proc = subprocess.run([sys.executable, "-c", code, "explain", str(BLOCK), "-f", "json"], stdout=full,
+                                  stderr=subprocess.PIPE, cwd=ROOT, timeout=300,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT), "TRACEKIT_NO_CACHE": "1"})
+        got.append((proc.returncode, proc.stderr))
+    assert got[0] == got[1] == (2, b"tracekit: cannot write the output (No space left on device)\n")
 
 
 def test_python_dash_m_and_the_console_script_take_the_fast_path():

@@ -12,6 +12,7 @@ exit status are the same (tests/test_fast_path.py).
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from typing import Optional
 
@@ -125,8 +126,28 @@ def _pacify() -> None:
 
 
 def main() -> None:
-    """Console-script entry point: one line on stderr and exit 2 for unusable input."""
-    sys.exit(run())
+    """Console-script entry point: one line on stderr and exit 2 for unusable input.
+
+    On the fast path the process ends with the command: the cycle collector stays off from the start
+    (explain pauses it anyway; its scans of pandas' import cost ~0.03 s) and, once stdout and stderr
+    are flushed, the process exits without tearing down its heap (freeing the tables, modules and a
+    last collection: ~0.1 s of a 1.1 s explain), unless a thread or a worker process is still about."""
+    argv = sys.argv[1:]
+    if fast_explain(argv) is None:
+        sys.exit(run(argv))
+    import gc
+
+    gc.disable()
+    code = run(argv)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        sys.exit(code)                        # the usual exit says what it says about a stream gone
+    threading = sys.modules.get("threading")
+    if (threading is None or threading.active_count() == 1) and "multiprocessing" not in sys.modules:
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
