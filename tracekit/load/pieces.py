@@ -14,7 +14,9 @@ from __future__ import annotations
 import sys
 from array import array
 from dataclasses import dataclass, field
+from operator import attrgetter
 
+import msgspec
 import numpy as np
 from msgspec import UNSET, Raw, UnsetType
 
@@ -118,22 +120,16 @@ def unpack_ids(values) -> list:
     return [None if v == NO_ID else v for v in values] if isinstance(values, array) else values
 
 
-def compact(piece: Piece, shared: dict) -> Piece:
-    """``piece`` holding nothing of its chunk's text: each op's shape fields copied out as bytes (one
-    object per distinct set of shapes, in ``shared``), Record function ids in ``c_rf``, names shared."""
-    details = []
-    for a in piece.c_detail:
-        if not isinstance(a.input_dims, Raw) or not isinstance(a.input_type, Raw) or not isinstance(
-                a.input_strides, Raw) or not isinstance(a.concrete, Raw) or not isinstance(a.kernel_file, _NAME):
-            details.append(a)            # a lenient record: parsed values, kept as they are
-            continue
-        key = (bytes(a.input_dims), bytes(a.input_type), bytes(a.input_strides), bytes(a.concrete), a.kernel_file)
-        found = shared.get(key)
-        if found is None:
-            found = shared[key] = Args(input_dims=key[0], input_type=key[1], input_strides=key[2], concrete=key[3],
-                                       kernel_file=key[4])
-        details.append(found)
-    piece.c_rf = [as_int(None if a.rf_id is UNSET else a.rf_id, -1) for a in piece.c_detail]
+def compact(piece: Piece, shared: dict, fast: bool = False) -> Piece:
+    """``piece`` holding nothing of its text: each op's shape fields copied out as bytes (one object per
+    distinct set of shapes, in ``shared``), Record function ids in ``c_rf``, names and threads shared, ids
+    packed. ``fast``: every record is the fast decoder's (shape fields are Raw by type): one C-level
+    encode per op gives its key, no per-field test."""
+    if fast:
+        details, rf = _fast_details(piece.c_detail, shared)
+    else:
+        details, rf = _details(piece.c_detail, shared), [_rf(a.rf_id) for a in piece.c_detail]
+    piece.c_rf = rf
     piece.c_detail = details
     for name in ("d_name", "l_name", "c_name"):
         setattr(piece, name, [sys.intern(n) for n in getattr(piece, name)])
@@ -146,6 +142,48 @@ def compact(piece: Piece, shared: dict) -> Piece:
         setattr(piece, name, [shared.setdefault(("dim", tuple(g)), g) if type(g) is list else g
                               for g in getattr(piece, name)])
     return piece
+
+
+_SHAPES = attrgetter("input_dims", "input_type", "input_strides", "concrete")
+_ENCODE = msgspec.json.Encoder().encode
+
+
+def _fast_details(records: list, shared: dict) -> tuple[list, list]:
+    """(the shared Args of each fast record, its Record function id): the key of an op's shapes is the
+    JSON of its four Raw shape fields in one array (one C call), with its kernel_file."""
+    keys = [(_ENCODE(_SHAPES(a)), a.kernel_file) for a in records]
+    details = [shared.get(k) for k in keys]
+    for i, found in enumerate(details):
+        if found is None:
+            a = records[i]
+            found = details[i] = shared.setdefault(keys[i], Args(
+                input_dims=bytes(a.input_dims), input_type=bytes(a.input_type),
+                input_strides=bytes(a.input_strides), concrete=bytes(a.concrete), kernel_file=a.kernel_file))
+    rf = [x if type(x) is int and _INT64[0] <= x < _INT64[1] else _rf(x) for x in map(_RF, records)]
+    return details, rf
+
+
+_RF = attrgetter("rf_id")
+
+
+def _rf(value) -> int:
+    return as_int(None if value is UNSET else value, -1)
+
+
+def _details(records: list, shared: dict) -> list:
+    details = []
+    for a in records:
+        if not isinstance(a.input_dims, Raw) or not isinstance(a.input_type, Raw) or not isinstance(
+                a.input_strides, Raw) or not isinstance(a.concrete, Raw) or not isinstance(a.kernel_file, _NAME):
+            details.append(a)            # a lenient record: parsed values, kept as they are
+            continue
+        key = (bytes(a.input_dims), bytes(a.input_type), bytes(a.input_strides), bytes(a.concrete), a.kernel_file)
+        found = shared.get(key)
+        if found is None:
+            found = shared[key] = Args(input_dims=key[0], input_type=key[1], input_strides=key[2], concrete=key[3],
+                                       kernel_file=key[4])
+        details.append(found)
+    return details
 
 
 def distil(recs: list, base: int, marker, fast: bool) -> Piece | None:

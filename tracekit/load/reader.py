@@ -2,7 +2,8 @@
 
 A file is read through ``tracekit.limits.iter_input`` (a regular file, gunzipped as a stream, within
 the size and gzip-ratio bounds). Up to ``WHOLE_BYTES`` of JSON is held as one document and its events
-decoded a few MiB at a time in place (``load.parts``) (records for one part at a time); a larger one is read in
+decoded a few MiB at a time in place (``load.parts``: one part's records at a time, each part compact
+before the next, so the text is freed once read unless graph replays need it again); a larger one is read in
 chunks of about ``WHOLE_BYTES``, cut between events (``load.chunks``), and each chunk is distilled
 before the next is read, so memory holds one chunk's text and records plus the columns kept so far,
 never the whole document.
@@ -56,14 +57,24 @@ def read_whole(path: Path, raw: bytearray, marker) -> tuple[Piece, dict, Callabl
         span, meta = _split(raw, start)
         if span is not None and valid_utf8(raw):
             piece = decode_in_place(raw, *span, marker)
-            if piece is not None:
-                return piece, meta, lambda: orjson.loads(memoryview(raw)[span[0]:span[1]])
+            if piece is not None:                  # the text kept only for graph replay mapping (kineto._load)
+                return piece, meta, (lambda: orjson.loads(memoryview(raw)[span[0]:span[1]])) \
+                    if _graph_launches(piece) else list
+
     except (*FAST_ERRORS, orjson.JSONDecodeError):
         pass
     doc = parse_lenient(raw, path)
     dicts, meta = trace_events(doc, path)
     piece = distil(decode_lenient(dicts, 0, path, marker), 0, marker, fast=False)
     return piece, meta, lambda: dicts
+
+
+def _graph_launches(piece: Piece) -> bool:
+    """Whether a launch is a CUDA-graph launch: only then are the events read again as dicts, and the
+    text held until then (a compact piece points nowhere into it)."""
+    from tracekit.load.link import GRAPH_LAUNCHES
+
+    return not GRAPH_LAUNCHES.isdisjoint(piece.l_name)
 
 
 def _split(raw, start: int) -> tuple[tuple[int, int] | None, dict]:
