@@ -56,8 +56,11 @@ def decode_in_place(raw: bytearray, begin: int, end: int, marker, base: int = 0,
 def separators(raw: bytearray, limit: int) -> list[int]:
     """Positions of the commas between two events (``}`` ``,`` ``{``) before ``limit``, last first; a few
     candidates (one inside a string or a nested object does not decode and the next is tried)."""
-    found = [m.start(1) for m in _BETWEEN.finditer(raw, max(0, limit - (1 << 20)), limit)]
-    return found[::-1][:8]
+    for span in (64 << 10, 1 << 20):           # most events are short: the last 64 KiB holds several commas
+        found = [m.start(1) for m in _BETWEEN.finditer(raw, max(0, limit - span), limit)]
+        if len(found) >= 8 or span == 1 << 20 or limit - span <= 0:
+            return found[::-1][:8]
+    return []
 
 
 def _part(text, base: int, marker, shared: dict) -> Piece | None:
