@@ -179,6 +179,38 @@ def test_chunks_cut_only_between_events(tmp_path, monkeypatch, layout):
     assert whole.device_name == (None if layout == "bare list" else "NVIDIA H100 80GB HBM3")
 
 
+@pytest.mark.parametrize("path", TRACES + [ROOT / "bench" / "traces" / "big_train_24layers_6steps.json.gz"],
+                         ids=lambda p: p.name[:40])
+def test_the_quick_cut_of_a_document_is_the_exact_one(path):
+    """A whole document's event array is found without scanning it (reader._quick_split): the same span
+    and fields as decoding the document's top level (reader._split), on every committed Kineto trace."""
+    raw = bytearray(gzip.decompress(path.read_bytes()))
+    start = reader._SPACE.match(raw).end()
+    quick = reader._quick_split(raw, start)
+    assert quick is not None
+    assert quick == reader._split(raw, start)
+
+
+@pytest.mark.parametrize("tail", [', "deviceProperties": [{"name": "NVIDIA H100 80GB HBM3"}], "traceName": "]"}',
+                                  ', "x": [1], "y": {"z": "]"}}', ', "traceEvents": []}'])
+def test_fields_after_the_events_that_hold_a_bracket_read_as_before(tmp_path, monkeypatch, tail):
+    """Synthetic: fields after the event list whose values hold "]" (the quick cut's first guess is wrong
+    and the exact one is used) and a second traceEvents key (the last wins, as JSON decoders take it):
+    the same trace as the lenient reader gives."""
+    text = json.dumps({"schemaVersion": 1, "traceEvents": _events(40)})[:-1] + tail
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    fast = _load(path, None)
+    with monkeypatch.context() as m:
+        _lenient(m)
+        lenient = _load(path, None)
+    if isinstance(lenient, str):
+        assert fast == lenient
+    else:
+        _same(fast, lenient)
+        assert len(fast.kernels) == 40
+
+
 def test_a_malformed_event_in_a_later_chunk_is_named_by_its_index(tmp_path, monkeypatch):
     """Synthetic: event #452's ts is "abc"; read in 4 KiB chunks, the error names it as a whole read does."""
     events = _events(200)
