@@ -115,3 +115,19 @@ def test_python_dash_m_and_the_console_script_take_the_fast_path():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["tracekit"] == "tracekit.cli.main:main"
     assert "tracekit.cli.main" in (ROOT / "tracekit" / "__main__.py").read_text()
+
+
+PROBE = ("import os, sys; import tracekit.cli.main as m; "
+         "m.run = lambda argv: print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules) or 0; m.main()")
+
+
+def test_the_fast_path_starts_one_blas_thread_unless_told_otherwise():
+    """numpy's BLAS starts a thread per core at import; explain does no linear algebra, so the fast path
+    asks for one (before numpy is imported), unless OPENBLAS_NUM_THREADS is set already."""
+    def probe(argv, **env):
+        return subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, cwd=ROOT,
+                              env={**{k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"},
+                                   "PYTHONPATH": str(ROOT), **env}, timeout=120).stdout.strip()
+    assert probe(["explain", "t.json", "-f", "json"]) == "1 False"
+    assert probe(["explain", "t.json", "-f", "json"], OPENBLAS_NUM_THREADS="4") == "4 False"
+    assert probe(["explain", "t.json"]) == "None False"              # the typer path is left alone

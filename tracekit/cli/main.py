@@ -129,7 +129,9 @@ def main() -> None:
     """Console-script entry point: one line on stderr and exit 2 for unusable input.
 
     On the fast path the process ends with the command: the cycle collector stays off from the start
-    (explain pauses it anyway; its scans of pandas' import cost ~0.03 s) and, once stdout and stderr
+    (explain pauses it anyway; its scans of pandas' import cost ~0.03 s), numpy's BLAS starts one thread,
+    not one per core (explain does no linear algebra; the pool's start-up spun ~0.1 CPU s on a 2-core
+    box), unless the environment says otherwise, and, once stdout and stderr
     are flushed, the process exits without tearing down its heap (freeing the tables, modules and a
     last collection: ~0.1 s of a 1.1 s explain), unless a thread or a worker process is still about."""
     argv = sys.argv[1:]
@@ -138,6 +140,7 @@ def main() -> None:
     import gc
 
     gc.disable()
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")    # numpy's BLAS threads: started at import, never used
     code = run(argv)
     try:
         sys.stdout.flush()
