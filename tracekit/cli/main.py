@@ -3,7 +3,7 @@
 The commonest call, ``tracekit explain TRACE -f json`` with only plain options (``--no-cache``,
 ``--device``, ``--spec``, ``--step-marker``, ``--skip-steps``, ``--et``, ``--graph-captures``), is parsed
 here by hand and run without importing typer (whose start-up, with the pydantic adapter it builds per
-option, was ~0.2 s of a 1.3 s explain: docs/performance.md); every other command line, or any form
+option, was ~0.15 CPU s of a 1.3 s explain: docs/performance.md); every other command line, or any form
 this parser is unsure of, goes to the typer app unchanged (``cli.app``). Both paths call the same
 ``cli.explain.explain_run`` and map errors the same way (``cli.guard``), so stdout, stderr and the
 exit status are the same (tests/test_fast_path.py).
