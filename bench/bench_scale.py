@@ -31,7 +31,7 @@ TRACE = HERE / "traces" / "big_train_24layers_6steps.json.gz"
 SMALL = ROOT / "captures" / "h200" / "seed_eager_b1.json.gz"
 TIMED = """
 import os, sys, time
-from tracekit.cli.app import run
+from tracekit.cli.main import run
 path, small = sys.argv[1], sys.argv[2]
 def cli(p):
     out = os.dup(1); null = os.open(os.devnull, os.O_WRONLY); os.dup2(null, 1)

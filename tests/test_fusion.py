@@ -192,3 +192,30 @@ def test_fusion_view_shows_chain_and_headroom():
     assert "128x1024 bf16 → #1" in out and "mm+add" in out
     assert "headroom 524.29kB" in out
     assert "one-kernel floor: 2.62MB" in out
+
+
+@pytest.mark.parametrize("path", [Path(__file__).resolve().parents[1] / "bench" / "traces" /
+                                  "big_train_24layers_6steps.json.gz",        # 6 steps × 1,469 kernels, H200
+                                  H200 / "seed_eager_b128.json.gz",           # 5 steps, H200
+                                  H200 / "models" / "gpt_train_eager",         # a bundle with its ET: exact steps
+                                  Path(__file__).resolve().parents[1] / "bench" / "traces" /
+                                  "cpu_small_model_2000steps.json.gz"])       # 2,000 steps, CPU only
+def test_steps_alike_share_one_dataflow_and_give_what_each_gave(path, monkeypatch):
+    """The fusion summary works out the dataflow once per distinct step content (issue 26: repeated
+    training steps): the same summary as working out every step, and fewer dataflows than steps where
+    steps repeat."""
+    from tracekit.fusion import dataflow
+
+    trace = analyze_path(path, et=None)[0]
+    calls = []
+    real = dataflow.step_fusion
+    monkeypatch.setattr(dataflow, "step_fusion", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    shared = dataflow.fusion_summary(trace)
+    every = []
+    monkeypatch.setattr(dataflow, "content_key", lambda pairs: object())        # no two steps alike
+    monkeypatch.setattr(dataflow, "step_fusion", lambda *a, **k: every.append(a[1]) or real(*a, **k))
+    alone = dataflow.fusion_summary(trace)
+    assert shared == alone or repr(shared) == repr(alone)          # NaN fields compare by repr
+    assert len(every) == len(trace.steps) >= 3
+    if "gpt_train_eager" not in str(path):
+        assert len(calls) < len(every)

@@ -82,6 +82,38 @@ def _load(path, marker):
         return str(exc)
 
 
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])
+def test_parts_compact_as_they_are_decoded_give_the_same_trace(monkeypatch, path):
+    """Each part's records are compacted before the next part is decoded (issue 26): the same trace as
+    keeping every op's own record, with parts of 64 KiB so that the small committed traces have many."""
+    monkeypatch.setattr(parts, "PART_BYTES", 64 << 10)
+    compacted = _load(path, None)
+    with monkeypatch.context() as m:
+        m.setattr(parts, "compact", lambda piece, shared, fast=False: piece)        # the records as decoded
+        kept = _load(path, None)
+    if isinstance(compacted, str):
+        assert kept == compacted
+    else:
+        _same(compacted, kept)
+
+
+def test_a_read_trace_keeps_nothing_of_its_text():
+    """The 42 MB H200 training trace (bench/traces, 11 parts of 4 MiB): after reading, no op's fields point
+    into the text (no msgspec.Raw), ops with the same shapes share one record, and the text is not held
+    for a graph replay mapping that this trace (no graph launches) does not need."""
+    from pathlib import Path
+
+    path = ROOT / "bench" / "traces" / "big_train_24layers_6steps.json.gz"
+    piece, _, again = reader.read_trace(Path(path), None)
+    fields = ("input_dims", "input_type", "input_strides", "concrete")
+    assert len(piece.c_detail) > 50_000
+    assert not any(isinstance(getattr(a, f), msgspec.Raw) for a in piece.c_detail for f in fields)
+    assert len({id(a) for a in piece.c_detail}) < len(piece.c_detail) / 10
+    assert again() == []
+    graph, _, again = reader.read_trace(Path(H200 / "graph_capture_and_replay_b128.json.gz"), None)
+    assert len(again()) == graph.n_events
+
+
 def test_a_python_function_marker_is_read_only_when_asked():
     """TraceLens's H100 Qwen trace: 316 python_function events name nn.Modules; without a marker they
     are not read, with one they make the steps."""
@@ -145,6 +177,38 @@ def test_chunks_cut_only_between_events(tmp_path, monkeypatch, layout):
     _same(whole, chunked)
     assert len(whole.kernels) == 200 and (whole.kernels["op"].str.startswith("aten::mm")).all()
     assert whole.device_name == (None if layout == "bare list" else "NVIDIA H100 80GB HBM3")
+
+
+@pytest.mark.parametrize("path", TRACES + [ROOT / "bench" / "traces" / "big_train_24layers_6steps.json.gz"],
+                         ids=lambda p: p.name[:40])
+def test_the_quick_cut_of_a_document_is_the_exact_one(path):
+    """A whole document's event array is found without scanning it (reader._quick_split): the same span
+    and fields as decoding the document's top level (reader._split), on every committed Kineto trace."""
+    raw = bytearray(gzip.decompress(path.read_bytes()))
+    start = reader._SPACE.match(raw).end()
+    quick = reader._quick_split(raw, start)
+    assert quick is not None
+    assert quick == reader._split(raw, start)
+
+
+@pytest.mark.parametrize("tail", [', "deviceProperties": [{"name": "NVIDIA H100 80GB HBM3"}], "traceName": "]"}',
+                                  ', "x": [1], "y": {"z": "]"}}', ', "traceEvents": []}'])
+def test_fields_after_the_events_that_hold_a_bracket_read_as_before(tmp_path, monkeypatch, tail):
+    """Synthetic: fields after the event list whose values hold "]" (the quick cut's first guess is wrong
+    and the exact one is used) and a second traceEvents key (the last wins, as JSON decoders take it):
+    the same trace as the lenient reader gives."""
+    text = json.dumps({"schemaVersion": 1, "traceEvents": _events(40)})[:-1] + tail
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    fast = _load(path, None)
+    with monkeypatch.context() as m:
+        _lenient(m)
+        lenient = _load(path, None)
+    if isinstance(lenient, str):
+        assert fast == lenient
+    else:
+        _same(fast, lenient)
+        assert len(fast.kernels) == 40
 
 
 def test_a_malformed_event_in_a_later_chunk_is_named_by_its_index(tmp_path, monkeypatch):

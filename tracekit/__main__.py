@@ -1,3 +1,3 @@
-from tracekit.cli.app import main
+from tracekit.cli.main import main
 
 main()

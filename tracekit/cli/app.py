@@ -6,8 +6,6 @@ Exit codes: 0 ok, 1 a check failed, 2 unusable input or usage.
 
 from __future__ import annotations
 
-import errno
-import os
 import sys
 from enum import Enum
 from typing import Optional
@@ -17,8 +15,8 @@ import typer
 from tracekit.cli import capture, check, diff, ranks
 from tracekit.cli.options import DaskOpt, DeviceOpt, GraphCapturesOpt, NoCacheOpt, SpecOpt, StepMarker, WorkersOpt
 from tracekit.cli.progress import PROGRESS_BYTES, loading as _loading  # noqa: F401  (tests read them here)
-from tracekit.errors import TracekitError, one_line, reset_warnings
-from tracekit.gcpause import with_collector_paused
+from tracekit.cli.guard import error_status, prepare_stdout
+from tracekit.errors import one_line, reset_warnings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Where the GPU time went: kernels, fusion and roofline floors from profiler traces.")
@@ -59,7 +57,6 @@ class Format(str, Enum):
 
 
 @app.command()
-@with_collector_paused
 def explain(
     trace: str = typer.Argument(..., help="trace.json[.gz], a capture bundle folder, an MLX .dot graph, or a "
                                 "multi-rank folder (rankN/ bundles or one trace per rank: docs/ranks.md)"),
@@ -101,74 +98,11 @@ def explain(
     no_cache: bool = NoCacheOpt,
 ) -> None:
     """Classify every kernel, count kernels per step, and set each against its roofline floor."""
-    from pathlib import Path
+    from tracekit.cli.explain import explain_run     # the work, without typer (the entry point's fast path: cli.main)
 
-    from tracekit.lean import cache_off_by_env, pandas_without_arrow
-    from tracekit.limits import UserRegex
-    from tracekit.ranks.discover import is_multi_rank
-
-    multi_rank = is_multi_rank(Path(trace))
-    if multi_rank:
-        single = [name for name, given in (("--html", html), ("--perfetto", perfetto), ("--fusion", fusion),
-                                           ("--et", et), ("--filter", filter), ("--devices", devices),
-                                           ("--xlsx", xlsx), ("--by module", by is By.module),
-                                           ("--depth", depth)) if given]
-        if single:
-            raise TracekitError(f"{trace} holds one trace per rank: {', '.join(single)} applies to one trace "
-                                "(name one rank's trace or folder)")
-    if depth is not None and by is not By.module:
-        raise TracekitError("--depth sets how much of the module tree --by module shows: add --by module")
-    pattern = UserRegex(filter, "--filter") if filter is not None else None     # refused before loading
-    kept = None
-    if not multi_rank and format is Format.json and not (html or perfetto or devices or xlsx) \
-            and by is not By.module and not no_cache:
-        from tracekit.model import doc_cache          # a warm cache: the output itself, before pandas is imported
-        kept = doc_cache.doc_key(trace, step_marker, device, spec, skip_steps, et, graph_captures)
-        got = doc_cache.read(kept)
-        if got is not None:
-            out, lines = got
-            for line in lines:
-                print(line, file=sys.stderr)
-            sys.stdout.buffer.write(out)
-            sys.stdout.flush()
-            return
-    if not multi_rank and (no_cache or cache_off_by_env()):
-        pandas_without_arrow()                    # no Parquet to read or write: pandas needs no pyarrow
-    if multi_rank:
-        from tracekit.cli.ranks import run_ranks
-        return run_ranks(trace, format.value, workers=workers, dask=dask, use_cache=not no_cache, skip=skip_steps,
-                         step_marker=step_marker, device=device, spec=spec, graph_captures=graph_captures)
-    from tracekit.api import load
-    from tracekit.report.emit import emit
-
-    _check_outputs({"--html": html, "--perfetto": perfetto, "--xlsx": xlsx}, [trace, et, spec, graph_captures], force)
-    if devices is not None:
-        from tracekit.cost.multi import parse_devices
-        specs = parse_devices(devices)                                             # refused before loading
-    with _loading(trace):
-        analysis = load(trace, step_marker=step_marker, device=device, spec=spec, skip_steps=skip_steps,
-                        et=et or None, cache=not no_cache, graph_captures=graph_captures)
-    written = emit(analysis.traces, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
-                   by=(by or By.kernel).value, sort=sort.value, pattern=pattern,
-                   devices=specs if devices is not None else None, xlsx=xlsx, width=width,
-                   csv_by=by.value if by is not None else None, depth=depth)
-    if kept is not None and written is not None:
-        from tracekit.model import doc_cache
-        doc_cache.write(kept, *written)
-
-
-def _check_outputs(outputs: dict, inputs: list, force: bool) -> None:
-    """Each output file checked before loading (tracekit.outputs): never an input, replaced only with --force."""
-    from tracekit.outputs import check_output_file
-
-    given = {k: v for k, v in outputs.items() if v is not None}
-    for option, path in given.items():
-        check_output_file(path, option, inputs, force)
-    seen: dict[str, str] = {}
-    for option, path in given.items():
-        other = seen.setdefault(os.path.realpath(path), option)
-        if other != option:
-            raise TracekitError(f"{other} and {option} name the same file")
+    return explain_run(trace, format.value, step_marker, device, spec, top, by.value if by is not None else None,
+                       sort.value, filter, depth, fusion, skip_steps, et, html, perfetto, force, wide, width, xlsx,
+                       devices, graph_captures, workers, dask, no_cache)
 
 
 for command in (capture, check, diff, ranks):
@@ -179,10 +113,6 @@ from tracekit.cli import compare as compare_command  # noqa: E402  (tracekit com
 compare_command.register(app)
 from tracekit.cli import calibrate as calibrate_command  # noqa: E402  (tracekit calibrate, issue 17)
 calibrate_command.register(app)
-
-
-# optional packages a command may need: the extra that installs each (pyproject.toml)
-EXTRAS = {"torch": "capture", "mlx": "mlx", "pydot": "dot", "hta": "hta", "psutil": "hta"}
 
 
 def run(args: Optional[list[str]] = None) -> int:
@@ -205,14 +135,7 @@ def _run(argv: list[str]) -> int:
     is one line naming the extra that installs it; anything else is one "internal error" line
     (TRACEKIT_DEBUG=1 re-raises it). ``main`` and the in-process test runner both call this.
     """
-    if argv[:1] not in (["capture"], ["measure"]):       # (those run the user's script in this process)
-        if sys.stdout is None:                            # started with stdout closed
-            sys.stdout = _ClosedStream()
-        elif hasattr(sys.stdout, "reconfigure"):          # a file name that is not UTF-8, printed: escaped
-            try:
-                sys.stdout.reconfigure(errors="backslashreplace")
-            except (ValueError, OSError):
-                pass
+    prepare_stdout(argv)
     try:
         from typer import _click as click          # recent typer vendors its own click
     except ImportError:
@@ -226,8 +149,7 @@ def _run(argv: list[str]) -> int:
         code = app(args=argv, prog_name="tracekit", standalone_mode=False)
         return code if isinstance(code, int) else 0
     except SystemExit as exc:                     # a command that ends with sys.exit
-        code = exc.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
+        return error_status(exc, argv)
     except no_command as exc:   # a group without its command: its help, status 0
         print(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
         return 0
@@ -237,30 +159,10 @@ def _run(argv: list[str]) -> int:
     except typer.Abort:
         print("tracekit: interrupted", file=sys.stderr)
         return 130
-    except TracekitError as exc:
-        print(f"tracekit: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except BrokenPipeError:
-        return 0
-    except KeyboardInterrupt:
-        print("tracekit: interrupted", file=sys.stderr)
-        return 130
-    except ModuleNotFoundError as exc:
-        top = (exc.name or "").split(".")[0]
-        if top not in EXTRAS or os.environ.get("TRACEKIT_DEBUG"):
-            return _internal_error(exc, argv)
-        print(f"tracekit: this input needs the optional package '{top}', which is not installed "
-              f"(pip install 'tracekit[{EXTRAS[top]}]')", file=sys.stderr)
-        return 2
-    except OSError as exc:                        # stdout full, closed or gone; files are checked earlier
-        _drop_stdout()
-        what = exc.strerror or type(exc).__name__
-        print(f"tracekit: cannot write the output ({what})" if exc.errno in _WRITE_ERRNOS or exc.filename is None
-              else f"tracekit: {what}: {exc.filename!r}", file=sys.stderr)
-        return 2
-    except Exception as exc:                      # a bug, or input we did not foresee: still one line
-        return _internal_error(exc, argv)
-    return 0
+    except Exception as exc:                      # TracekitError and the rest: one line (cli.guard)
+        return error_status(exc, argv)
+    except KeyboardInterrupt as exc:
+        return error_status(exc, argv)
 
 
 BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "1", "0"}
@@ -277,51 +179,11 @@ def _usage_message(exc, argv: list[str]) -> str:
     hint = next((f"; {a} is a flag and takes no value: write {' or '.join(f for f in forms[a] if f.startswith('--'))}"
                  for a in valued if a in forms), "")
     return f"{exc.format_message()}{hint} (see '{where} --help')"
-_WRITE_ERRNOS = {getattr(errno, n) for n in ("ENOSPC", "EBADF", "EIO", "EROFS", "EDQUOT", "EFBIG", "EPIPE")
-                 if hasattr(errno, n)}
-
-
-class _ClosedStream:
-    """sys.stdout when the process started with it closed: writing is an OSError (one line, exit 2)."""
-
-    def write(self, *args):
-        raise OSError(errno.EBADF, "stdout is closed")
-
-    flush = write
-    buffer = property(lambda self: self)
-    closed = False
-
-    def isatty(self) -> bool:
-        return False
-
-    def fileno(self) -> int:
-        raise OSError(errno.EBADF, "stdout is closed")
-
-
-def _drop_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's last flush of what could not be written stays quiet."""
-    if isinstance(sys.stdout, _ClosedStream):
-        sys.stdout = None
-        return
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError, AttributeError):
-        pass
-    from tracekit.outputs import stdout_to_devnull
-    stdout_to_devnull()
-
-
-def _internal_error(exc: BaseException, argv: list[str]) -> int:
-    if os.environ.get("TRACEKIT_DEBUG"):
-        raise exc
-    where = " ".join(argv[:2])
-    print(f"tracekit: internal error on '{where}': {type(exc).__name__}: {exc} "
-          "(set TRACEKIT_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
-    return 2
 
 
 def main() -> None:
-    """Console-script entry point: one line on stderr and exit 2 for unusable input."""
+    """Every command through typer, one line on stderr and exit 2 for unusable input (the console script's
+    entry point is ``tracekit.cli.main:main``, which takes a plain ``explain -f json`` past typer)."""
     sys.exit(run())
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tracekit.fusion.exact import as_tensor, step_dataflow
-from tracekit.fusion.nodes import Node, build_nodes, group_nodes, step_rows
+from tracekit.fusion.nodes import Node, build_nodes, content_key, group_nodes, step_rows
 from tracekit.ops import IO, Tensor
 
 
@@ -241,6 +241,23 @@ def fused_op_count(lists) -> int:
     return sum(len(ops) for ops in known_fused_ops(lists))
 
 
+def _step_figures(f: dict) -> dict:
+    """The figures of ``step_fusion``'s answer the summary keeps, in the summary's order."""
+    return {"op_calls": len(f["nodes"]), "rest": dict(
+        headroom_bytes=_nan_none(f["headroom_bytes"]),
+        headroom_unambiguous_bytes=_nan_none(f["headroom_unambiguous_bytes"]),
+        intermediates=sum(1 for v in f["values"] if v.intermediate),
+        fused_bytes=_nan_none(f["fused_bytes"]), fused_flops=f["fused_flops"],
+        fused_floor_us=_nan_none(f["fused_floor_us"]), fused_floor_kind=f["kind"],
+        fused_floor_bound_us=_nan_none(f["bound_us"]), fused_bound_bytes=f["bound_bytes"],
+        external_input_bytes=f["external_input_bytes"], external_inputs=f["external_inputs"],
+        final_output_bytes=f["final_output_bytes"], final_outputs=f["final_outputs"],
+        intermediate_bytes=f["intermediate_bytes"], fused_compute_us=f["fused_compute_us"],
+        kernels_uncosted=f["uncosted_kernels"], op_calls_unknown_io=f["unknown_io"],
+        kernels_joined_et=f["joined_kernels"], split_floor_us=f["split_floor_us"],
+        split_bytes=f["split_bytes"], rule=f["rule"])}
+
+
 def fusion_summary(trace) -> dict:
     """Summary keys for the JSON contract: per step kernels, fused ops, fusion ratio, headroom."""
     df = trace.kernels
@@ -254,6 +271,7 @@ def fusion_summary(trace) -> dict:
         got[0].append(cat)
         got[1].append(ops)
     empty = None                              # one step without rows stands for all of them
+    same: dict = {}                           # content_key -> the step's figures
     for k in indices:
         categories, fused = by_step.get(k, ([], []))
         known = known_fused_ops(fused)
@@ -263,24 +281,16 @@ def fusion_summary(trace) -> dict:
             c["kernels"] += 1
             c["fused_ops"] += len(ops) if isinstance(ops, list) and ops != ["unknown"] else 0
         if rows.get(k):
-            f = step_fusion(trace, k, rows=rows[k], memo=memo)
+            key = content_key(rows[k])
+            f = same.get(key)
+            if f is None:                     # a step like an earlier one (a training loop) is that step's sums
+                f = same[key] = _step_figures(step_fusion(trace, k, rows=rows[k], memo=memo))
         else:
-            f = empty = empty or step_fusion(trace, k, rows=[], memo=memo)
-        per.append(dict(step=k, kernels=len(fused), op_calls=len(f["nodes"]),
+            f = empty = empty or _step_figures(step_fusion(trace, k, rows=[], memo=memo))
+        per.append(dict(step=k, kernels=len(fused), op_calls=f["op_calls"],
                         fused_ops=fused_op_count(known), kernels_unknown_ops=len(fused) - len(known),
                         aten_ops_per_kernel=(sum(len(o) for o in known) / len(known)) if known else None,
-                        by_category=cats, headroom_bytes=_nan_none(f["headroom_bytes"]),
-                        headroom_unambiguous_bytes=_nan_none(f["headroom_unambiguous_bytes"]),
-                        intermediates=sum(1 for v in f["values"] if v.intermediate),
-                        fused_bytes=_nan_none(f["fused_bytes"]), fused_flops=f["fused_flops"],
-                        fused_floor_us=_nan_none(f["fused_floor_us"]), fused_floor_kind=f["kind"],
-                        fused_floor_bound_us=_nan_none(f["bound_us"]), fused_bound_bytes=f["bound_bytes"],
-                        external_input_bytes=f["external_input_bytes"], external_inputs=f["external_inputs"],
-                        final_output_bytes=f["final_output_bytes"], final_outputs=f["final_outputs"],
-                        intermediate_bytes=f["intermediate_bytes"], fused_compute_us=f["fused_compute_us"],
-                        kernels_uncosted=f["uncosted_kernels"], op_calls_unknown_io=f["unknown_io"],
-                        kernels_joined_et=f["joined_kernels"], split_floor_us=f["split_floor_us"],
-                        split_bytes=f["split_bytes"], rule=f["rule"]))
+                        by_category=cats, **f["rest"]))
     return {"fusion_headroom_bytes": [p["headroom_bytes"] for p in per],
             "fused_floor_us_per_step": [p["fused_floor_us"] for p in per],
             "fused_floor_kind_per_step": [p["fused_floor_kind"] for p in per],

@@ -157,3 +157,32 @@ def group_nodes(pairs: list, spec, has_io: bool) -> list[Node]:
     return nodes
 
 
+
+
+def content_key(pairs: list) -> tuple:
+    """What ``group_nodes`` and the step's dataflow read of a step's rows, as one hashable value: two steps
+    with equal keys give the same op calls, tensor values and totals (their labels aside). Op calls by their
+    order of first appearance (not their ids), whether each multi-kernel call's longest kernel has a floor
+    (which kernel is longest varies from step to step; the rest of it is in the rows), shared objects
+    (tensor sizes, shapes, the ET join) by identity, NaN as None. Repeated training steps share one key; a
+    step whose rows differ in any of these gets its own."""
+    calls: dict = {}
+    rows = []
+    for k, (_, r) in enumerate(pairs):
+        op_id = r[_OP_ID]
+        call = calls.setdefault(op_id, len(calls)) if isinstance(op_id, int) and op_id != -1 else -1 - k
+        f, b, fl, fused = r[_FLOPS], r[_BYTES], r[_FLOOR], r[_FUSED]
+        rows.append((call, r[_NAME], r[_OP], id(r[_DIMS]), id(r[_TYPES]), id(r[_CONCRETE]), id(r[_IO]),
+                     tuple(fused) if type(fused) is list else fused, f if f == f else None,
+                     b if b == b else None, fl if fl == fl else None, r[_DTYPE], r[_UNIT], id(r[_ET])))
+    longest = []
+    if len(calls) < sum(1 for row in rows if row[0] >= 0):      # some call has several kernels
+        members: dict = {}
+        for k, row in enumerate(rows):
+            if row[0] >= 0:
+                members.setdefault(row[0], []).append(k)
+        for call, ks in members.items():
+            if len(ks) > 1:                   # (group_nodes reads one thing of it: whether its floor is known)
+                main = max((pairs[k][1] for k in ks), key=lambda r: r[_DUR] if r[_DUR] == r[_DUR] else 0.0)
+                longest.append(main[_FLOOR] is not None and main[_FLOOR] == main[_FLOOR])
+    return tuple(rows), tuple(longest)

@@ -4,7 +4,7 @@ The text arrives in blocks (``tracekit.limits.iter_input``: gunzipped as a strea
 bounds). The fields before ``traceEvents`` are decoded once; then, repeatedly, about ``CHUNK`` bytes
 of the event array are cut at a comma between two events (``}`` ``,`` ``{``; a comma inside a string
 or a nested object is caught because the chunk does not decode, and the one before is tried), decoded
-in place a few MiB at a time (``reader.decode_in_place``) and distilled, compact (each op's shape
+in place a few MiB at a time (``parts.decode_in_place``: each part distilled and compact, its op shape
 text copied out, names and threads shared, ``pieces.compact``), and the chunk's text is dropped. The
 last chunk is decoded together with the fields after the array. Memory holds one chunk's text, one
 part's records and the columns kept so far (docs/performance.md gives the figures), never the
@@ -98,11 +98,11 @@ def _chunk(path: Path, buf: bytearray, pos: int, span: int, base: int, marker,
         for sep in seps:
             buf[sep] = 0x5D
             try:
-                piece = decode_in_place(buf, pos, sep + 1, marker, base)
+                piece = decode_in_place(buf, pos, sep + 1, marker, base, shared)
             finally:
                 buf[sep] = 0x2C
             if piece is not None:
-                return sep, compact(piece, shared)
+                return sep, piece                   # compact already, part by part
     finally:
         buf[pos] = first
     for sep in seps:                        # fast decoding refused: the events the lenient reader accepts
@@ -133,11 +133,11 @@ def _last(path: Path, buf: bytearray, pos: int, bare: bool, base: int, marker, s
         del head, top, events
     first, buf[pos] = buf[pos], 0x5B
     try:
-        piece = decode_in_place(buf, pos, end, marker, base)
+        piece = decode_in_place(buf, pos, end, marker, base, shared)
     finally:
         buf[pos] = first
     if piece is not None:
-        return compact(piece, shared)
+        return piece
     return _lenient(path, b"[" + bytes(buf[pos + 1:end]), base, marker, shared, True)
 
 

@@ -189,9 +189,24 @@ def op_columns(p: Piece, op: list[int], source: str, notes: Notes) -> dict[str, 
     decoded and checked here, once per op that a row uses, not for every CPU op of the trace."""
     fields: dict[int, tuple] = {}
     seen: dict[tuple, list | None] = {}
+    shared: dict[int, tuple] = {}          # a compact piece's ops share records: each one's fields worked out once
+    rf = p.c_rf if len(p.c_rf) else None
     for o in op:
         if o >= 0 and o not in fields:
-            fields[o] = _op_fields(p.c_detail[o], notes, seen, p.c_rf[o] if len(p.c_rf) else None)
+            args = p.c_detail[o]
+            if rf is None:
+                fields[o] = _op_fields(args, notes, seen, None)
+                continue
+            got = shared.get(id(args))
+            if got is None:
+                counts = dict(notes.counts)
+                got = shared[id(args)] = (args, _op_fields(args, notes, seen, -1)[:5],
+                                          [(w, n - counts.get(w, 0)) for w, n in notes.counts.items()
+                                           if n != counts.get(w, 0)])
+            else:
+                for what, n in got[2]:          # the notes this record gives, once per op as before
+                    notes.add(what, n)
+            fields[o] = (*got[1], rf[o])
     none = (None, None, None, None, None, -1)
     got = [fields[o] if o >= 0 else none for o in op]
     return {"op": [p.c_name[o] if o >= 0 else None for o in op],

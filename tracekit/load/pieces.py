@@ -15,6 +15,7 @@ import sys
 from array import array
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 from msgspec import UNSET, Raw, UnsetType
 
@@ -120,11 +121,70 @@ def unpack_ids(values) -> list:
     return [None if v == NO_ID else v for v in values] if isinstance(values, array) else values
 
 
-def compact(piece: Piece, shared: dict) -> Piece:
-    """``piece`` holding nothing of its chunk's text: each op's shape fields copied out as bytes (one
-    object per distinct set of shapes, in ``shared``), Record function ids in ``c_rf``, names shared."""
+def compact(piece: Piece, shared: dict, fast: bool = False) -> Piece:
+    """``piece`` holding nothing of its text: each op's shape fields copied out as bytes (one object per
+    distinct set of shapes, in ``shared``), Record function ids in ``c_rf``, names and threads shared, ids
+    packed. ``fast``: every record is the fast decoder's (shape fields are Raw by type, ids ints, names
+    interned already): one C-level encode per op gives its key, no per-field test."""
+    if fast:
+        details, rf = _fast_details(piece.c_detail, shared)
+    else:
+        details, rf = _details(piece.c_detail, shared), [_rf(a.rf_id) for a in piece.c_detail]
+        for name in ("d_name", "l_name", "c_name"):
+            setattr(piece, name, [sys.intern(n) for n in getattr(piece, name)])
+    piece.c_rf = rf
+    piece.c_detail = details
+    threads: dict = {}
+    for name in ("l_tid", "c_tid", "c_pid"):
+        setattr(piece, name, [threads.setdefault(t, t) for t in getattr(piece, name)])
+    for name in _IDS:
+        setattr(piece, name, (_pack_fast if fast else pack_ids)(getattr(piece, name)))
+    for name in ("d_grid", "d_block"):                    # launch dimensions repeat: one list per distinct one
+        setattr(piece, name, [shared.setdefault(("dim", tuple(g)), g) if type(g) is list else g
+                              for g in getattr(piece, name)])
+    return piece
+
+
+_ENCODE = msgspec.json.Encoder().encode
+_UNSET_AS_0 = {UNSET: 0}                    # kernel_file in a key: absent (0), null, or its text
+_NONE_AS_NO_ID = {None: NO_ID}
+
+
+def _fast_details(records: list, shared: dict) -> tuple[list, list]:
+    """(the shared Args of each fast record, its Record function id). An op's key is the JSON of its four
+    Raw shape fields and its kernel_file in one array: one C call, one bytes object (its hash kept)."""
+    keys = [_ENCODE((a.input_dims, a.input_type, a.input_strides, a.concrete,
+                     _UNSET_AS_0.get(a.kernel_file, a.kernel_file))) for a in records]
+    first = dict(zip(keys, records))
+    for k in first.keys() - shared.keys():
+        a = first[k]
+        shared[k] = Args(input_dims=bytes(a.input_dims), input_type=bytes(a.input_type),
+                         input_strides=bytes(a.input_strides), concrete=bytes(a.concrete), kernel_file=a.kernel_file)
+    rf = [a.rf_id for a in records]
+    try:
+        rf = array("q", rf)                 # all ints within int64 (the common case)
+    except (TypeError, OverflowError):
+        rf = [_rf(x) for x in rf]
+    return list(map(shared.__getitem__, keys)), rf
+
+
+def _pack_fast(values: list):
+    """``pack_ids`` of a fast piece's ids (ints or None) in C-level passes."""
+    if NO_ID in values:
+        return values
+    try:
+        return array("q", map(_NONE_AS_NO_ID.get, values, values))
+    except (TypeError, OverflowError):
+        return pack_ids(values)
+
+
+def _rf(value) -> int:
+    return as_int(None if value is UNSET else value, -1)
+
+
+def _details(records: list, shared: dict) -> list:
     details = []
-    for a in piece.c_detail:
+    for a in records:
         if not isinstance(a.input_dims, Raw) or not isinstance(a.input_type, Raw) or not isinstance(
                 a.input_strides, Raw) or not isinstance(a.concrete, Raw) or not isinstance(a.kernel_file, _NAME):
             details.append(a)            # a lenient record: parsed values, kept as they are
@@ -135,19 +195,7 @@ def compact(piece: Piece, shared: dict) -> Piece:
             found = shared[key] = Args(input_dims=key[0], input_type=key[1], input_strides=key[2], concrete=key[3],
                                        kernel_file=key[4])
         details.append(found)
-    piece.c_rf = [as_int(None if a.rf_id is UNSET else a.rf_id, -1) for a in piece.c_detail]
-    piece.c_detail = details
-    for name in ("d_name", "l_name", "c_name"):
-        setattr(piece, name, [sys.intern(n) for n in getattr(piece, name)])
-    threads: dict = {}
-    for name in ("l_tid", "c_tid", "c_pid"):
-        setattr(piece, name, [threads.setdefault(t, t) for t in getattr(piece, name)])
-    for name in _IDS:
-        setattr(piece, name, pack_ids(getattr(piece, name)))
-    for name in ("d_grid", "d_block"):                    # launch dimensions repeat: one list per distinct one
-        setattr(piece, name, [shared.setdefault(("dim", tuple(g)), g) if type(g) is list else g
-                              for g in getattr(piece, name)])
-    return piece
+    return details
 
 
 def distil(recs: list, base: int, marker, fast: bool) -> Piece | None:
@@ -160,15 +208,16 @@ def distil(recs: list, base: int, marker, fast: bool) -> Piece | None:
     at = {g: np.flatnonzero(codes == g) for g in (DEVICE, LAUNCH, CPU_OP, ANNOTATION, python, MTIA, NOT_COMPLETE,
                                                   RANGE)}
     _skipped(piece, recs, base, at[NOT_COMPLETE], at[RANGE])
+    take = recs.__getitem__                        # (indexing by numpy ints is 3x slower)
     mtia = at[MTIA]
     waits = np.array([mtia_kind(recs[i].name) == "wait" for i in mtia.tolist()], dtype=bool)
     device = np.sort(np.concatenate([at[DEVICE], mtia[~waits]])) if len(mtia) else at[DEVICE]
     ok = _waits(piece, [recs[i] for i in mtia[waits]], fast)
-    ok = ok and _device(piece, [recs[i] for i in device], device + base, fast)
-    ok = ok and _launches(piece, [recs[i] for i in at[LAUNCH]], at[LAUNCH] + base, fast)
-    ok = ok and _cpu_ops(piece, [recs[i] for i in at[CPU_OP]], at[CPU_OP] + base, marker, fast)
+    ok = ok and _device(piece, list(map(take, device.tolist())), device + base, fast)
+    ok = ok and _launches(piece, list(map(take, at[LAUNCH].tolist())), at[LAUNCH] + base, fast)
+    ok = ok and _cpu_ops(piece, list(map(take, at[CPU_OP].tolist())), at[CPU_OP] + base, marker, fast)
     marks = np.sort(np.concatenate([at[ANNOTATION], at[python]])) if marker is not None else at[ANNOTATION]
-    ok = ok and _annotations(piece, [recs[i] for i in marks], marks + base, marker, fast)
+    ok = ok and _annotations(piece, list(map(take, marks.tolist())), marks + base, marker, fast)
     return piece if ok else None
 
 
@@ -288,7 +337,7 @@ def _launches(piece: Piece, ev: list, idx, fast: bool) -> bool:
     if times is None:
         return False
     piece.l_idx += idx[keep].tolist()
-    piece.l_name += [names[k] for k in keep]
+    piece.l_name += [sys.intern(names[k]) for k in keep] if fast else [names[k] for k in keep]
     piece.l_ts += times[0].tolist()
     piece.l_tid += [ev[k].tid for k in keep]
     piece.l_corr += [corr[k] for k in keep]
