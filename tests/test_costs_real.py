@@ -222,3 +222,21 @@ def test_skip_steps_drops_warmup_from_per_step_figures():
     assert [s.name for s in skipped.steps] == [s.name for s in full.steps[1:]]
     assert (skipped.kernels["step"] == full.steps[0].index).sum() == 0
     assert explain_dict(skipped)["summary"]["kernels_per_step"] == explain_dict(full)["summary"]["kernels_per_step"][1:]
+
+
+def test_bias_adds_count_one_flop_per_output_element():
+    """Issue 24.9: a GEMM or linear with a bias adds it once per output element (M·N FLOPs), as TraceLens
+    counts (docs/crosscheck.md). TraceLens's H100 Qwen trace, addmm bias [1024] + [8944,1024]·[1024,1024]:
+    2·8944·1024·1024 + 8944·1024 = 18,766,086,144 (TraceLens's own figure); a CPU trace's top-level
+    aten::linear (captures/cpu/tail_ops) x [32,64], W [64,64], b [64]: 2·32·64·64 + 32·64 = 264,192; W [8,64],
+    b [8]: 2·32·64·8 + 32·8 = 33,024."""
+    qwen = analyze_path(PEERS / "tracelens" / "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")[0].kernels
+    hit = qwen[(qwen["op"] == "aten::addmm") & qwen["flops"].notna()
+               & (qwen["op_dims"].astype(str) == "[[1024], [8944, 1024], [1024, 1024], [], []]")]
+    assert 2 * 8944 * 1024 * 1024 + 8944 * 1024 == 18_766_086_144
+    assert len(hit) and (hit["flops"] == 18_766_086_144).all()
+    cpu = analyze_path(H200.parent / "cpu" / "tail_ops" / "trace.json.gz")[0].kernels
+    lin = cpu[cpu["op"] == "aten::linear"]
+    by_dims = {str(d): f for d, f in zip(lin["op_dims"], lin["flops"])}
+    assert by_dims["[[32, 64], [64, 64], [64]]"] == 2 * 32 * 64 * 64 + 32 * 64 == 264_192
+    assert by_dims["[[32, 64], [8, 64], [8]]"] == 2 * 32 * 64 * 8 + 32 * 8 == 33_024

@@ -59,7 +59,7 @@ def test_seed_two_kernels_and_headroom(mode, b):
     assert s["fusion_headroom_bytes"] == [2 * (BF16 * b * 1024)] * 5
     per = s["fusion_per_step"][1]
     assert per["fused_bytes"] == one_kernel_bytes(b)
-    assert per["fused_flops"] == 2 * b * 1024 * 1024 + b * 1024      # GEMM + one FLOP per relu element
+    assert per["fused_flops"] == 2 * b * 1024 * 1024 + 2 * b * 1024  # GEMM, its bias adds, one FLOP per relu element
     assert per["split_bytes"] - per["fused_bytes"] == per["headroom_bytes"]
     assert per["aten_ops_per_kernel"] == 1.5 and per["intermediates"] == 1
     assert per["by_category"]["gemm"] == {"kernels": 1, "fused_ops": 2}
