@@ -192,3 +192,33 @@ def test_fusion_view_shows_chain_and_headroom():
     assert "128x1024 bf16 → #1" in out and "mm+add" in out
     assert "headroom 524.29kB" in out
     assert "one-kernel floor: 2.62MB" in out
+
+
+MODULES_GPT = H200 / "modules" / "gpt_train" / "trace.json.gz"
+
+
+def test_chain_labels_an_op_call_by_the_kernel_that_carries_its_floor(tmp_path):
+    """Issue 24 ("Done when"): the user-profiled GPT training step (captures/h200/modules/gpt_train, no ET).
+    Its qkv GEMM op call is a memset (cuBLAS's split-K zeroing) and the GEMM: the chain named it
+    'Memset (Device) (+1 kernels)' with 'fill+mm'; now it is named by the GEMM, whose row carries the
+    floor, with the GEMM's own ops. A layer-norm backward call runs two kernels of one op: it read
+    'native_layer_norm_backward+native_layer_norm_backward', a fusion it is not."""
+    proc = run_cli("explain", MODULES_GPT, "--fusion", "--width", "160")
+    assert proc.returncode == 0, proc.stderr
+    chain = proc.stdout.split("kernel chain, ")[1]
+    assert "Memset" not in chain and "fill+mm" not in chain
+    assert "nvjet_sm90_tst_192x192_64x4_1x2_h_bz_coopB_TNN (+1 kernels)" in chain
+    assert "native_layer_norm_backward+native_layer_norm_backward" not in chain
+    trace = analyze_path(MODULES_GPT)[0]
+    from tracekit.fusion.dataflow import step_fusion
+    nodes = step_fusion(trace, trace.steps[0].index)["nodes"]
+    gemm = next(n for n in nodes if n.op == "aten::mm" and len(n.names) == 2)
+    assert gemm.names[0] == "Memset (Device)" and gemm.fused_ops == ["fill", "mm"]      # the call as recorded
+    assert gemm.shown() == (gemm.names[1], ["mm"])
+    ln = next(n for n in nodes if n.op == "aten::native_layer_norm_backward" and len(n.names) == 2)
+    assert ln.shown()[1] == ["native_layer_norm_backward"]
+    page = tmp_path / "r.html"                                    # the HTML report's chain says the same
+    assert run_cli("explain", MODULES_GPT, "--fusion", "--html", page).returncode == 0
+    html = page.read_text()
+    assert "nvjet_sm90_tst_192x192_64x4_1x2_h_bz_coopB_TNN (+1 kernels)" in html
+    assert "Memset (Device) (+1 kernels)" not in html and "fill+mm" not in html
