@@ -309,4 +309,4 @@ def test_html_report_carries_the_floors_on_each_device(tmp_path):
     section = html[html.index("The same work on other devices"):]
     rows = [re.findall(r"<td[^>]*>([^<]*)</td>", r) for r in section.split("<tr>")]
     one_kernel = {r[0]: r[6] for r in rows if len(r) == 10}        # device, roof, ..., one-kernel floor, ...
-    assert one_kernel == {"h200*": "547 ns", "rtx5090": "1.46 µs", "apple-m5-pro": "8.55 µs"}
+    assert one_kernel == {"h200*": "0.547 µs", "rtx5090": "1.46 µs", "apple-m5-pro": "8.55 µs"}   # µs everywhere
