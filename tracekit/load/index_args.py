@@ -21,8 +21,12 @@ _RESHAPES = ("aten::reshape", "aten::view", "aten::_reshape_alias")
 
 
 def _field(args, name: str):
-    value = shape_value(getattr(args, name))
+    value = shape_value(getattr(args, name, None))
     return value if isinstance(value, list) else None
+
+
+def _ints(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
 
 
 def _children(p: Piece, o: int, order: np.ndarray, ts: np.ndarray, code: np.ndarray) -> list[int]:
@@ -46,7 +50,7 @@ def _entries(p: Piece, o: int, kids: list[int]) -> tuple[list, list] | None:
     if "aten::nonzero" in names or "aten::as_strided" not in names:
         return None
     self_dims = _field(p.c_detail[o], "input_dims")
-    if not self_dims or not isinstance(self_dims[0], list):
+    if not self_dims or not _ints(self_dims[0]):
         return None
     x = self_dims[0]
     size = None
@@ -57,7 +61,7 @@ def _entries(p: Piece, o: int, kids: list[int]) -> tuple[list, list] | None:
     for k, name in zip(kids, names):
         args = p.c_detail[k]
         dims, types, concrete = (_field(args, f) for f in ("input_dims", "input_type", "concrete"))
-        if not dims or not types or not isinstance(dims[0], list):
+        if not dims or not types or not _ints(dims[0]) or not isinstance(types[0], str):
             continue
         if name == "aten::as_strided" and size is None and dims[0] == x and concrete and len(concrete) > 1:
             size = shape_value_text(concrete[1])
