@@ -70,8 +70,8 @@ def test_explain_bundle_costs_linear_and_conv(small_bundle):
     rows = {(k["op"], k["step"]): k for k in doc["kernels"]}
     for step in range(3):
         linear, conv = rows[("aten::linear", step)], rows[("aten::conv2d", step)]
-        assert linear["flops"] == 2 * 4 * 512 * 32          # 2·M·N·K, M=4 N=32 K=512
-        assert conv["flops"] == 2 * 4 * 8 * 8 * 8 * 3 * 3 * 3  # 2·N·Cout·H·W·Cin·kh·kw
+        assert linear["flops"] == 2 * 4 * 512 * 32 + 4 * 32               # 2·M·N·K, M=4 N=32 K=512, + M·N bias adds
+        assert conv["flops"] == 2 * 4 * 8 * 8 * 8 * 3 * 3 * 3 + 4 * 8 * 8 * 8  # 2·N·Cout·H·W·Cin·kh·kw + bias adds
 
 
 def test_exit_code_3_is_passed_on_with_the_bundle_written(tmp_path):

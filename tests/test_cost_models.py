@@ -17,14 +17,14 @@ BF16 = "c10::BFloat16"
 def test_addmm_flops_and_bytes(B):
     call = OpCall("aten::addmm", [[1024], [B, 1024], [1024, 1024], [], []], [BF16, BF16, BF16, "Scalar", "Scalar"])
     cost = cost_of(call)
-    assert cost.flops == 2 * B * 1024 * 1024
+    assert cost.flops == 2 * B * 1024 * 1024 + B * 1024         # + one bias add per output element
     assert cost.bytes == 2 * (B * 1024 + 1024 * 1024 + 1024 + B * 1024)
     assert cost.dtype == "bf16" and cost.unit == "matrix"
 
 
 def test_linear_matches_addmm():
     lin = cost_of(OpCall("aten::linear", [[128, 1024], [1024, 1024], [1024]], [BF16] * 3))
-    assert lin.flops == 2 * 128 * 1024 * 1024
+    assert lin.flops == 2 * 128 * 1024 * 1024 + 128 * 1024
     assert lin.bytes == 2 * (128 * 1024 + 1024 * 1024 + 1024 + 128 * 1024)
 
 
@@ -78,7 +78,7 @@ def test_conv2d_flops_from_recorded_stride_and_padding():
                   concrete=["", "", "", "[4, 4]", "[2, 2]", "[1, 1]", "False", "[0, 0]", "1"])
     cost = cost_of(call)
     out = (224 + 4 - 11) // 4 + 1            # 55
-    assert cost.flops == 2 * 8 * 64 * out * out * 3 * 11 * 11
+    assert cost.flops == 2 * 8 * 64 * out * out * 3 * 11 * 11 + 8 * 64 * out * out     # + the bias adds
     assert cost.bytes == 4 * (8 * 3 * 224 * 224 + 64 * 3 * 11 * 11 + 64 + 8 * 64 * out * out)
 
 
@@ -105,3 +105,16 @@ def test_unknown_op_says_why():
 def test_geforce_bf16_rate_is_half_fp16_accumulate():
     spec = spec_by_id("rtx4090")
     assert spec.matmul_peak("bf16") == pytest.approx(spec.peak("fp16_fp16acc") / 2, rel=1e-3)  # datasheet rounding
+
+
+def test_addmm_with_beta_zero_neither_reads_nor_adds_its_bias():
+    """Synthetic call (no committed trace has one): ``baddbmm(empty, q, kᵀ, beta=0)``, the way older
+    attention code scores, ignores ``self`` (PyTorch's documented beta = 0 rule): no bias read, no adds.
+    bf16 [16,128,64]·[16,64,128]: 2·16·128·128·64 FLOPs; bytes 2·(2·16·128·64 + 16·128·128)."""
+    dims = [[16, 128, 128], [16, 128, 64], [16, 64, 128], [], []]
+    types = [BF16, BF16, BF16, "Scalar", "Scalar"]
+    zero = cost_of(OpCall("aten::baddbmm", dims, types, concrete=["", "", "", "0", "0.125"]))
+    one = cost_of(OpCall("aten::baddbmm", dims, types, concrete=["", "", "", "1", "0.125"]))
+    assert zero.flops == 2 * 16 * 128 * 128 * 64
+    assert zero.bytes == 2 * (2 * 16 * 128 * 64 + 16 * 128 * 128)
+    assert one.flops == zero.flops + 16 * 128 * 128 and one.bytes == zero.bytes + 2 * 16 * 128 * 128

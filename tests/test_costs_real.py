@@ -222,3 +222,44 @@ def test_skip_steps_drops_warmup_from_per_step_figures():
     assert [s.name for s in skipped.steps] == [s.name for s in full.steps[1:]]
     assert (skipped.kernels["step"] == full.steps[0].index).sum() == 0
     assert explain_dict(skipped)["summary"]["kernels_per_step"] == explain_dict(full)["summary"]["kernels_per_step"][1:]
+
+
+def test_bias_adds_count_one_flop_per_output_element():
+    """Issue 24.9: a GEMM or linear with a bias adds it once per output element (M·N FLOPs), as TraceLens
+    counts (docs/crosscheck.md). TraceLens's H100 Qwen trace, addmm bias [1024] + [8944,1024]·[1024,1024]:
+    2·8944·1024·1024 + 8944·1024 = 18,766,086,144 (TraceLens's own figure); a CPU trace's top-level
+    aten::linear (captures/cpu/tail_ops) x [32,64], W [64,64], b [64]: 2·32·64·64 + 32·64 = 264,192; W [8,64],
+    b [8]: 2·32·64·8 + 32·8 = 33,024."""
+    qwen = analyze_path(PEERS / "tracelens" / "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")[0].kernels
+    hit = qwen[(qwen["op"] == "aten::addmm") & qwen["flops"].notna()
+               & (qwen["op_dims"].astype(str) == "[[1024], [8944, 1024], [1024, 1024], [], []]")]
+    assert 2 * 8944 * 1024 * 1024 + 8944 * 1024 == 18_766_086_144
+    assert len(hit) and (hit["flops"] == 18_766_086_144).all()
+    cpu = analyze_path(H200.parent / "cpu" / "tail_ops" / "trace.json.gz")[0].kernels
+    lin = cpu[cpu["op"] == "aten::linear"]
+    by_dims = {str(d): f for d, f in zip(lin["op_dims"], lin["flops"])}
+    assert by_dims["[[32, 64], [64, 64], [64]]"] == 2 * 32 * 64 * 64 + 32 * 64 == 264_192
+    assert by_dims["[[32, 64], [8, 64], [8]]"] == 2 * 32 * 64 * 8 + 32 * 8 == 33_024
+
+
+def test_index_is_costed_from_its_children_without_an_execution_trace(tmp_path):
+    """Issue 24.9: a trace from the user's own torch.profiler call (captures/h200/modules/llama_decode, with_stack
+    and with_modules, its et.json.gz not given) records aten::index's Tensor?[] as '' and []; the op's children
+    carry it (as_strided of self to the result's size, reshape of each index). RoPE's cos[pos] / sin[pos]:
+    cos [1024,128] bf16, pos int64 [1] → result [1,128]: index 8 B + the row read 256 B + the row written 256 B =
+    520 B, and the step is 100 % costed (it was 99.6 %: these 2 kernels per step had no floor).
+    BERT's mask[ids[:, None, None, None], pos] (models2/bert_infer's trace alone, outside its bundle): bool
+    [32,128] by int64 [32,1,1,1] and [1,1,1,128] (expanded to one shape first) → [32,1,1,128]: indices
+    32·8 + 128·8 = 1,280 B + 4,096 picked + 4,096 written = 9,472 B; the execution trace gives the same."""
+    llama = analyze_path(H200 / "modules" / "llama_decode" / "trace.json.gz")[0].kernels
+    index = llama[llama["op"] == "aten::index"]
+    assert 8 + 128 * BF16 + 128 * BF16 == 520
+    assert len(index) == 6 and (index["bytes"] == 520).all()
+    assert index["floor_us"].notna().all() and llama["covered"].all()
+    alone = tmp_path / "bert_infer.json.gz"
+    shutil.copy(H200 / "models2" / "bert_infer" / "trace.json.gz", alone)
+    bert = analyze_path(alone)[0]
+    mask = bert.kernels[bert.kernels["op"] == "aten::index"]
+    assert 32 * 8 + 128 * 8 + 4096 + 4096 == 9_472
+    assert len(mask) == 3 and (mask["bytes"] == 9_472).all()
+    assert [list(map(list, d[1])) for d in mask["op_dims"]][0] == [[32, 1, 1, 1], [1, 1, 1, 128]]

@@ -52,13 +52,14 @@ def test_seed_b128_floors_table_on_rtx5090_and_m5_pro():
     r, m = step_on(doc, "rtx5090"), step_on(doc, "apple-m5-pro")
     assert r["one_kernel_floor_us"] == pytest.approx(1.464, abs=5e-4)
     assert r["memory_us"] == pytest.approx(1.464, abs=5e-4)
-    # compute: the matmul 1.2813 µs + relu's 131,072 FLOPs at the fp32 vector rate 104.8 TFLOP/s (0.00125 µs)
-    assert r["compute_us"] == pytest.approx(1.2813 + 0.00125, abs=5e-4)
+    # compute: the addmm's 2·128·1024² + 128·1024 (bias adds) = 268,566,528 FLOPs at 209.5 TFLOP/s = 1.28194 µs
+    # + relu's 131,072 FLOPs at the fp32 vector rate 104.8 TFLOP/s (0.00125 µs)
+    assert r["compute_us"] == pytest.approx(268_566_528 / 209.5e6 + 0.00125, abs=5e-4)
     assert r["bound"] == "memory" and r["ridge"] == pytest.approx(209.5e12 / 1792e9, rel=1e-6)   # 116.9 FLOP/B
     assert r["floor_sum_us"] == pytest.approx(1.7566, abs=5e-4)      # the 2-kernel floor
     assert m["one_kernel_floor_us"] == pytest.approx(8.5456, abs=5e-4)
     # no fp32 rate on the M5 Pro: relu's 131,072 FLOPs at the bf16 stand-in 31.5 (docs/devices.md) add 0.00416 µs
-    assert m["compute_us"] == pytest.approx(8.5218 + 131_072 / 31.5e6, abs=5e-5)
+    assert m["compute_us"] == pytest.approx(268_566_528 / 31.5e6 + 131_072 / 31.5e6, abs=5e-5)   # addmm + relu
     assert m["ridge"] == pytest.approx(31.5e12 / 307e9, rel=1e-6)    # 102.6 FLOP/B
     assert (r["compute_roof"], r["memory_roof"]) == ("datasheet", "datasheet")
     assert (m["compute_roof"], m["memory_roof"]) == ("measured", "datasheet")
@@ -96,7 +97,8 @@ def test_identical_steps_are_one_group_and_kernels_carry_floors():
     gemm = doc["devices"]["kernels"][0]
     assert gemm["op"] == "aten::addmm" and gemm["count_per_step"] == 1
     r = next(d for d in gemm["devices"] if d["spec"] == "rtx5090")
-    assert r["floor_us"] == pytest.approx(1.4640, abs=5e-4) and r["compute_us"] == pytest.approx(1.2813, abs=5e-4)
+    assert r["floor_us"] == pytest.approx(1.4640, abs=5e-4)
+    assert r["compute_us"] == pytest.approx(268_566_528 / 209.5e6, abs=5e-4)      # 2·128·1024² + 128·1024 bias adds
     relu = next(k for k in doc["devices"]["kernels"] if k["op"] == "aten::clamp_min")
     m = next(d for d in relu["devices"] if d["spec"] == "apple-m5-pro")
     assert m["floor_us"] == pytest.approx(524_288 / 307e3, rel=1e-9)       # 1.7078 µs, memory only
@@ -307,4 +309,4 @@ def test_html_report_carries_the_floors_on_each_device(tmp_path):
     section = html[html.index("The same work on other devices"):]
     rows = [re.findall(r"<td[^>]*>([^<]*)</td>", r) for r in section.split("<tr>")]
     one_kernel = {r[0]: r[6] for r in rows if len(r) == 10}        # device, roof, ..., one-kernel floor, ...
-    assert one_kernel == {"h200*": "547 ns", "rtx5090": "1.46 µs", "apple-m5-pro": "8.55 µs"}
+    assert one_kernel == {"h200*": "0.547 µs", "rtx5090": "1.46 µs", "apple-m5-pro": "8.55 µs"}   # µs everywhere

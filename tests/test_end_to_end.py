@@ -24,8 +24,9 @@ def test_explain_a_bundle_json_is_stdout_alone_and_equals_the_in_process_run():
     assert doc["device"]["spec"] == "h200" and doc["summary"]["kernels_per_step"] == [2] * 5
     gemm = doc["kernels"][0]
     # bf16 addmm, bias [1024], x [128, 1024], W [1024, 1024] → y [128, 1024]:
-    # 2·M·N·K = 2·128·1024·1024 FLOPs; reads 2·(1024 + 128·1024 + 1024·1024), writes 2·128·1024 bytes
-    assert (gemm["op"], gemm["flops"]) == ("aten::addmm", 268_435_456)
+    # 2·M·N·K + M·N (the bias adds) = 2·128·1024·1024 + 128·1024 FLOPs; reads 2·(1024 + 128·1024 +
+    # 1024·1024), writes 2·128·1024 bytes
+    assert (gemm["op"], gemm["flops"]) == ("aten::addmm", 268_435_456 + 131_072)
     assert gemm["bytes"] == 2 * (1024 + 131_072 + 1_048_576) + 2 * 131_072 == 2_623_488
 
 

@@ -108,7 +108,7 @@ def test_h100_bert_transformer_is_costed_and_flash_attention_flops():
     assert flash[0]["fused_ops"] == ["mm", "softmax", "mm"]
     gemm = [k for k in doc["kernels"] if k["op"] == "aten::addmm" and k["op_dims"][1] == [141, 512]
             and k["op_dims"][2] == [512, 30522]]
-    assert gemm and gemm[0]["flops"] == 2 * 141 * 512 * 30522
+    assert gemm and gemm[0]["flops"] == 2 * 141 * 512 * 30522 + 141 * 30522      # + the [30522] bias adds
     assert gemm[0]["bytes"] == 2 * (30522 + 141 * 512 + 512 * 30522 + 141 * 30522)
 
 

@@ -59,7 +59,7 @@ def test_seed_two_kernels_and_headroom(mode, b):
     assert s["fusion_headroom_bytes"] == [2 * (BF16 * b * 1024)] * 5
     per = s["fusion_per_step"][1]
     assert per["fused_bytes"] == one_kernel_bytes(b)
-    assert per["fused_flops"] == 2 * b * 1024 * 1024 + b * 1024      # GEMM + one FLOP per relu element
+    assert per["fused_flops"] == 2 * b * 1024 * 1024 + 2 * b * 1024  # GEMM, its bias adds, one FLOP per relu element
     assert per["split_bytes"] - per["fused_bytes"] == per["headroom_bytes"]
     assert per["aten_ops_per_kernel"] == 1.5 and per["intermediates"] == 1
     assert per["by_category"]["gemm"] == {"kernels": 1, "fused_ops": 2}
@@ -219,3 +219,33 @@ def test_steps_alike_share_one_dataflow_and_give_what_each_gave(path, monkeypatc
     assert len(every) == len(trace.steps) >= 3
     if "gpt_train_eager" not in str(path):
         assert len(calls) < len(every)
+
+
+MODULES_GPT = H200 / "modules" / "gpt_train" / "trace.json.gz"
+
+
+def test_chain_labels_an_op_call_by_the_kernel_that_carries_its_floor(tmp_path):
+    """Issue 24 ("Done when"): the user-profiled GPT training step (captures/h200/modules/gpt_train, no ET).
+    Its qkv GEMM op call is a memset (cuBLAS's split-K zeroing) and the GEMM: the chain named it
+    'Memset (Device) (+1 kernels)' with 'fill+mm'; now it is named by the GEMM, whose row carries the
+    floor, with the GEMM's own ops. A layer-norm backward call runs two kernels of one op: it read
+    'native_layer_norm_backward+native_layer_norm_backward', a fusion it is not."""
+    proc = run_cli("explain", MODULES_GPT, "--fusion", "--width", "160")
+    assert proc.returncode == 0, proc.stderr
+    chain = proc.stdout.split("kernel chain, ")[1]
+    assert "Memset" not in chain and "fill+mm" not in chain
+    assert "nvjet_sm90_tst_192x192_64x4_1x2_h_bz_coopB_TNN (+1 kernels)" in chain
+    assert "native_layer_norm_backward+native_layer_norm_backward" not in chain
+    trace = analyze_path(MODULES_GPT)[0]
+    from tracekit.fusion.dataflow import step_fusion
+    nodes = step_fusion(trace, trace.steps[0].index)["nodes"]
+    gemm = next(n for n in nodes if n.op == "aten::mm" and len(n.names) == 2)
+    assert gemm.names[0] == "Memset (Device)" and gemm.fused_ops == ["fill", "mm"]      # the call as recorded
+    assert gemm.shown() == (gemm.names[1], ["mm"])
+    ln = next(n for n in nodes if n.op == "aten::native_layer_norm_backward" and len(n.names) == 2)
+    assert ln.shown()[1] == ["native_layer_norm_backward"]
+    page = tmp_path / "r.html"                                    # the HTML report's chain says the same
+    assert run_cli("explain", MODULES_GPT, "--fusion", "--html", page).returncode == 0
+    html = page.read_text()
+    assert "nvjet_sm90_tst_192x192_64x4_1x2_h_bz_coopB_TNN (+1 kernels)" in html
+    assert "Memset (Device) (+1 kernels)" not in html and "fill+mm" not in html

@@ -36,7 +36,7 @@ def test_seed_eager_two_kernels_gemm_and_relu(B):
     assert doc["summary"]["kernels_per_step"] == [2] * 5
     gemm, relu = step_kernels(doc)
     assert gemm["category"] == "gemm" and gemm["op"] == "aten::addmm"
-    assert gemm["flops"] == 2 * B * 1024 * 1024
+    assert gemm["flops"] == 2 * B * 1024 * 1024 + B * 1024     # + one bias add per output element
     assert gemm["bytes"] == gemm_bytes(B)
     assert gemm["fused_ops"] == ["mm", "add"]          # nvjet ..._bias_ epilogue
     assert relu["category"] == "elementwise"
@@ -60,7 +60,7 @@ def test_seed_compile_gemm_plus_triton_relu(B):
     doc = explain_json(H200 / f"seed_compile_b{B}.json.gz")
     assert doc["summary"]["kernels_per_step"] == [2] * 5
     gemm, relu = step_kernels(doc)
-    assert gemm["flops"] == 2 * B * 1024 * 1024 and gemm["bytes"] == gemm_bytes(B)
+    assert gemm["flops"] == 2 * B * 1024 * 1024 + B * 1024 and gemm["bytes"] == gemm_bytes(B)
     assert relu["name"] == "triton_poi_fused_relu_0" and relu["fused_ops"] == ["relu"]
     # in-place relu on the GEMM output: one in_out_ptr, read and written (role from the kept source)
     assert relu["bytes"] == 2 * 2 * B * 1024

@@ -75,11 +75,13 @@ def test_qwen_block_gemm_flops_by_hand(qwen):
     assert emb["op_dims"].iloc[0][2] == [16 * 559]
     tokens = 16 * 559
     # Qwen1.5-0.5B config: hidden 1024, intermediate 2816, 16 heads × 64 = 1024 (q, k, v, o all 1024×1024);
-    # MLP gate and up 1024×2816, down 2816×1024. A linear over T tokens is 2·T·(in·out) FLOPs.
+    # MLP gate and up 1024×2816, down 2816×1024. A linear over T tokens is 2·T·(in·out) FLOPs, + T·out bias
+    # adds where it has a bias: q, k and v do in Qwen2 (their addmm reads a [1024] bias), o and the MLP do not.
     weights = 4 * 1024 * 1024 + 3 * 1024 * 2816
     layer = _child(trees[0], ("phase", "forward"), ("module", "Qwen2Model_0"), ("module", "Qwen2DecoderLayer_0"))
     rows = trace.kernels.iloc[layer.rows]
-    assert rows.loc[rows["category"] == "gemm", "flops"].sum() == 2 * tokens * weights    # 229,772,361,728
+    assert rows.loc[rows["category"] == "gemm", "flops"].sum() == 2 * tokens * weights + 3 * tokens * 1024
+    assert 2 * tokens * weights == 229_772_361_728
 
 
 def test_root_one_kernel_floor_is_the_steps(qwen):

@@ -115,7 +115,7 @@ def test_depthwise_conv_and_upsample_records_on_a_real_h200_trace():
     """Issue 24.9: captures/h200/ops24/dw_upsample.py (a user's own torch.profiler call on an H200, cuDNN off so
     PyTorch's depthwise kernels run). By hand:
     _conv_depthwise2d x [8,64,56,56] fp32, w [64,1,3,3], bias [64], pad 1: out 56x56;
-      FLOPs 2·8·64·3136·9 = 28,901,376; bytes x 6,422,528 + w 2,304 + b 256 + y 6,422,528 = 12,847,616
+      FLOPs 2·8·64·3136·9 = 28,901,376 + 8·64·3136 = 1,605,632 bias adds: 30,507,008; bytes x 6,422,528 + w 2,304 + b 256 + y 6,422,528 = 12,847,616
     _conv_depthwise2d (a Conv1d) x [1,1024,1,8] bf16, w [1024,1,1,4], pad [0,3]: out 1x11;
       FLOPs 2·1024·11·4 = 90,112; bytes x 16,384 + w 8,192 + y 22,528 = 47,104
     upsample_nearest2d / upsample_bilinear2d x [8,64,28,28] fp32 -> [8,64,56,56] (output_size [56, 56] in
@@ -127,7 +127,7 @@ def test_depthwise_conv_and_upsample_records_on_a_real_h200_trace():
     for r in k.itertuples():
         by_op.setdefault(r.op, []).append(r)
     dw2, dw1 = sorted(by_op["aten::_conv_depthwise2d"], key=lambda r: -r.flops)
-    assert (dw2.flops, dw2.bytes, dw2.dtype, dw2.compute_unit) == (28_901_376, 12_847_616, "fp32", "vector")
+    assert (dw2.flops, dw2.bytes, dw2.dtype, dw2.compute_unit) == (30_507_008, 12_847_616, "fp32", "vector")
     assert (dw1.flops, dw1.bytes, dw1.dtype) == (90_112, 47_104, "bf16")
     assert dw2.floor_us == pytest.approx(12_847_616 / 4.8e6, rel=1e-9)     # memory-bound on the H200
     (near,), (bil,) = by_op["aten::upsample_nearest2d"], by_op["aten::upsample_bilinear2d"]

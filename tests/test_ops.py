@@ -127,10 +127,11 @@ def test_schema_rejects_undeclared_and_mistyped_columns():
 
 def test_eager_block_addmm_and_gelu_from_their_records():
     """H200 eager transformer block, bf16: addmm(bias[4096], x[2048,1024], W[1024,4096]) reads
-    2·(4096 + 2048·1024 + 1024·4096) and writes 2·2048·4096 bytes; 2·2048·4096·1024 FLOPs. gelu on
+    2·(4096 + 2048·1024 + 1024·4096) and writes 2·2048·4096 bytes; 2·2048·4096·1024 FLOPs + 2048·4096
+    bias adds (TraceLens counts them too). gelu on
     [4,512,4096] reads and writes 2·8,388,608 bytes."""
     r = row(H200 / "block_eager.json.gz", "aten::addmm", "[[4096], [2048, 1024], [1024, 4096], [], []]")
-    assert r["flops"] == 2 * 2048 * 4096 * 1024
+    assert r["flops"] == 2 * 2048 * 4096 * 1024 + 2048 * 4096
     assert r["bytes"] == 2 * (4096 + 2048 * 1024 + 1024 * 4096) + 2 * 2048 * 4096
     assert r["fused_ops"] == ["mm", "add"]
     g = row(H200 / "block_eager.json.gz", "aten::gelu", "[[4, 512, 4096], []]")

@@ -119,7 +119,7 @@ def _bundle_table(rows: list[dict], trace_dir: str) -> None:
     for r in rows:
         table.add_row(str(r["rank"]), num(r.get("exit_code"), "{}") + (" (stopped)" if r.get("stopped_by_tracekit") else ""),
                       str(r.get("state")), num(r.get("cpu_ops")), num(r.get("c10d_ops")), num(r.get("comm_ops")),
-                      num(r.get("comm_bytes")), num(None if r.get("comm_us") is None else r["comm_us"] / 1e3, "{:.2f} ms"))
+                      num(r.get("comm_bytes")), num(r.get("comm_us"), "{:,.2f} µs"))
     StdoutConsole().print(table)
     kinds = sorted({k for r in rows for k in (r.get("comm_work") or {})})
     if kinds:

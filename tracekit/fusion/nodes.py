@@ -67,6 +67,14 @@ class Node:
     floor_us: float
     compute_us: float
     exact: ExactIO | None = None     # reads/writes by storage, from the execution trace
+    label: str = ""                  # the kernel that carries the call's floor (else its longest non-memset)
+    work: list[str] | None = None    # that kernel's fused ops: what a view shows for the call
+
+    def shown(self) -> tuple[str, list[str]]:
+        """(kernel name, fused ops) a view labels the call with: the kernel that carries its floor, not
+        a memset beside it, and its own ops, not every sibling's (two layer-norm-backward kernels are
+        one op, not a fusion of two)."""
+        return (self.label or self.names[0]), (self.fused_ops if self.work is None else self.work)
 
 
 def _total(values) -> float:
@@ -80,9 +88,9 @@ def _total(values) -> float:
 
 
 _NODE_COLUMNS = ("op_id", "name", "op", "op_dims", "op_types", "op_concrete", "io", "fused_ops", "flops", "bytes",
-                 "floor_us", "dtype", "compute_unit", "dur_us", "et_io")
+                 "floor_us", "dtype", "compute_unit", "dur_us", "et_io", "kind")
 (_OP_ID, _NAME, _OP, _DIMS, _TYPES, _CONCRETE, _IO, _FUSED, _FLOPS, _BYTES, _FLOOR, _DTYPE, _UNIT, _DUR,
- _ET) = range(len(_NODE_COLUMNS))
+ _ET, _KIND) = range(len(_NODE_COLUMNS))
 
 
 def _row_tuples(df) -> list[tuple]:
@@ -108,6 +116,16 @@ def step_rows(df) -> dict:
             out[step] = got = []
         got.append((label, row))
     return out
+
+
+def _carrier(rows: list) -> tuple:
+    """The row of an op call that carries its floor (the largest), else its longest kernel that is no
+    memset (a GEMM's split-K zeroing is not the GEMM), else its longest row."""
+    floored = [r for r in rows if r[_FLOOR] is not None and r[_FLOOR] == r[_FLOOR]]
+    if floored:
+        return max(floored, key=lambda r: r[_FLOOR])
+    real = [r for r in rows if r[_KIND] != "memset"] or rows
+    return max(real, key=lambda r: r[_DUR] if r[_DUR] == r[_DUR] else 0.0)
 
 
 def group_nodes(pairs: list, spec, has_io: bool) -> list[Node]:
@@ -151,9 +169,11 @@ def group_nodes(pairs: list, spec, has_io: bool) -> list[Node]:
         main = max(rows, key=lambda r: r[_DUR] if r[_DUR] == r[_DUR] else 0.0)
         known = main[_FLOOR] is not None and main[_FLOOR] == main[_FLOOR]
         floor = _total(r[_FLOOR] for r in rows) if known else float("nan")
+        carrier = _carrier(rows)
         nodes.append(Node(i, [lb for lb, _ in part], [str(r[_NAME]) for r in rows], op, ops, io,
                           _total(r[_FLOPS] for r in rows), _total(r[_BYTES] for r in rows), floor,
-                          sum(compute_us(r) for r in rows), exact if isinstance(exact, ExactIO) else None))
+                          sum(compute_us(r) for r in rows), exact if isinstance(exact, ExactIO) else None,
+                          str(carrier[_NAME]), list(carrier[_FUSED]) if isinstance(carrier[_FUSED], list) else []))
     return nodes
 
 

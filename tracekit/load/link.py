@@ -17,6 +17,7 @@ from msgspec import UNSET, Raw
 
 from tracekit.load.events import shape_value
 from tracekit.load.fields import SHAPES_DROPPED, Notes, op_fields
+from tracekit.load.index_args import index_lists
 from tracekit.load.pieces import NO_ID, OP, Piece, as_int, unpack_ids
 from tracekit.model.schema import KERNEL_COLUMNS, fill_missing
 
@@ -67,8 +68,24 @@ def device_table(p: Piece, notes: Notes) -> pd.DataFrame:
             "correlation": [c if isinstance(c, int) else -1 for c in d_corr], "launch": launch, "graph": graph,
             "event_bytes": p.d_bytes, "step": when}
     cols.update(op_columns(p, op, "external_id", notes))
+    _fill_index_lists(cols, op, index_lists(p, op))
     p.release_ops()
     return finish(cols)
+
+
+def _fill_index_lists(cols: dict, op: list[int], found: dict) -> None:
+    """Give ``aten::index`` rows the index list their op's children recorded (``load.index_args``), where
+    Kineto left the list argument empty; new lists: decoded shapes are shared between ops."""
+    if not found:
+        return
+    for r, o in enumerate(op):
+        got = found.get(o)
+        dims, types = cols["op_dims"][r], cols["op_types"][r]
+        if got is None or not isinstance(dims, list) or not isinstance(types, list) or len(dims) < 2 \
+                or len(types) < 2 or dims[1] != [] or types[1] != "":
+            continue
+        cols["op_dims"][r] = [dims[0], got[0], *dims[2:]]
+        cols["op_types"][r] = [types[0], got[1], *types[2:]]
 
 
 def innermost_ops(tids: list, times: list, p: Piece) -> list[int]:

@@ -1,4 +1,5 @@
-"""Convolutions: FLOPs 2·N·Cout·prod(out spatial)·(Cin/groups)·prod(kernel); bytes = x + w + b + y.
+"""Convolutions: FLOPs 2·N·Cout·prod(out spatial)·(Cin/groups)·prod(kernel) (+ one add per output
+element with a bias); bytes = x + w + b + y.
 
 x counts the input positions some window reads: a strided conv whose stride passes its kernel (the 1×1
 stride-2 downsample of a ResNet) reads a quarter of its input, as Nsight Compute's DRAM counters show.
@@ -87,6 +88,12 @@ def _conv_io(call: OpCall) -> IO:
     return IO((x, w) + ((bias,) if bias else ()), (Tensor(tuple(out_shape), x.dtype, x.itemsize),))
 
 
+def _conv_flops(call: OpCall, io: IO) -> float:
+    """2·N·Cout·out·Cin/groups·kernel, + one add per output element when the op adds a bias."""
+    _, _, bias, out_shape, flops = conv_shapes(call)
+    return flops + (float(math.prod(out_shape)) if bias else 0.0)
+
+
 def _mask(call: OpCall) -> list:
     return call.value(10) or [True, True, True]
 
@@ -128,11 +135,11 @@ def _conv_dtype(call: OpCall, io: IO) -> str:
 
 
 register(OpFamily("convolution", tuple(k for k in LAYOUTS if k != DEPTHWISE), "conv", _conv_io,
-                  lambda call, io: conv_shapes(call)[4], unit="matrix", dtype=_conv_dtype,
-                  model="conv: 2·N·Cout·out·Cin/groups·kernel"))
-register(OpFamily("conv_depthwise", (DEPTHWISE,), "conv", _conv_io, lambda call, io: conv_shapes(call)[4],
+                  _conv_flops, unit="matrix", dtype=_conv_dtype,
+                  model="conv: 2·N·Cout·out·Cin/groups·kernel (+ out bias adds)"))
+register(OpFamily("conv_depthwise", (DEPTHWISE,), "conv", _conv_io, _conv_flops,
                   unit="vector", dtype=_conv_dtype, fused=("convolution",),
-                  model="depthwise conv: 2·N·Cout·out·kernel (groups = Cin), vector units"))
+                  model="depthwise conv: 2·N·Cout·out·kernel (groups = Cin; + out bias adds), vector units"))
 register(OpFamily("convolution_backward", aten("convolution_backward"), "conv", _conv_backward_io,
                   _conv_backward_flops, unit="matrix", dtype=_conv_dtype,
                   model="conv backward: one forward's FLOPs per requested gradient"))

@@ -42,11 +42,23 @@ def _mm_flops(call: OpCall, io: IO) -> float:
     return 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
 
 
+def _ignores_bias(call: OpCall) -> bool:
+    """``addmm``/``baddbmm(self, a, b, beta, alpha)`` with beta 0: PyTorch ignores ``self``."""
+    beta = call.value(3)
+    return isinstance(beta, (int, float)) and not isinstance(beta, bool) and beta == 0
+
+
 def _addmm_io(call: OpCall) -> IO:
     bias, a, b = call.tensor(0), need(call.tensor(1), "A"), need(call.tensor(2), "B")
-    reads = [a, b] + ([bias] if bias is not None else [])
+    reads = [a, b] + ([bias] if bias is not None and not _ignores_bias(call) else [])
     shape = a.shape[:-1] + b.shape[-1:]
     return _with_out(call, reads, _like(a, shape), 5)
+
+
+def _addmm_flops(call: OpCall, io: IO) -> float:
+    """2·batch·M·N·K + one add per output element when the bias is read (TraceLens counts it too)."""
+    extra = 0.0 if len(io.reads) < 3 else float(math.prod(io.writes[0].shape))
+    return _mm_flops(call, io) + extra
 
 
 def _bmm_io(call: OpCall) -> IO:
@@ -78,8 +90,10 @@ def _linear_io(call: OpCall) -> IO:
 
 
 def _linear_flops(call: OpCall, io: IO) -> float:
+    """2·M·N·K, M all leading dims, + M·N for the bias add when there is a bias."""
     x, w = io.reads[0], io.reads[1]
-    return 2.0 * math.prod(x.shape[:-1]) * w.shape[0] * w.shape[1]
+    bias = float(math.prod(io.writes[0].shape)) if len(io.reads) > 2 else 0.0
+    return 2.0 * math.prod(x.shape[:-1]) * w.shape[0] * w.shape[1] + bias
 
 
 def _scaled_mm_io(call: OpCall) -> IO:
@@ -100,18 +114,18 @@ def _int_mm_io(call: OpCall) -> IO:
 
 register(OpFamily("mm", aten("mm"), "gemm", _mm_io, _mm_flops, unit="matrix", dtype=matmul_dtype, fused=("mm",),
                   model="mm: 2MNK"))
-register(OpFamily("addmm", aten("addmm"), "gemm", _addmm_io, _mm_flops, unit="matrix", dtype=matmul_dtype,
+register(OpFamily("addmm", aten("addmm"), "gemm", _addmm_io, _addmm_flops, unit="matrix", dtype=matmul_dtype,
                   fused=("mm", "add"),
-                  model="addmm: 2MNK, bias read once"))
+                  model="addmm: 2MNK + MN bias adds, bias read once"))
 register(OpFamily("bmm", aten("bmm"), "gemm", _bmm_io, _mm_flops, unit="matrix", dtype=matmul_dtype, fused=("bmm",),
                   model="bmm: 2·batch·MNK"))
-register(OpFamily("baddbmm", aten("baddbmm"), "gemm", _addmm_io, _mm_flops, unit="matrix", dtype=matmul_dtype,
+register(OpFamily("baddbmm", aten("baddbmm"), "gemm", _addmm_io, _addmm_flops, unit="matrix", dtype=matmul_dtype,
                   fused=("bmm", "add"),
-                  model="baddbmm: 2·batch·MNK"))
+                  model="baddbmm: 2·batch·MNK + batch·MN bias adds"))
 register(OpFamily("matmul", aten("matmul"), "gemm", _matmul_io, _matmul_flops, unit="matrix",
                   dtype=matmul_dtype, fused=("mm",), model="matmul: 2·batch·MNK (broadcast batch)"))
 register(OpFamily("linear", aten("linear"), "gemm", _linear_io, _linear_flops, unit="matrix",
-                  dtype=matmul_dtype, fused=("mm", "add"), model="linear: 2MNK, M = all leading dims"))
+                  dtype=matmul_dtype, fused=("mm", "add"), model="linear: 2MNK (+ MN bias adds), M = all leading dims"))
 register(OpFamily("_scaled_mm", aten("_scaled_mm"), "gemm", _scaled_mm_io, _mm_flops, unit="matrix",
                   dtype=lambda call, io: "fp8", fused=("mm",),
                   model="_scaled_mm: 2MNK, fp8 operands, result in out_dtype (bf16 when not recorded)"))

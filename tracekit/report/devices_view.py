@@ -7,20 +7,21 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 
 from tracekit.report.fmt import clip, compact_name
 
 KIND = {"datasheet": "D", "measured": "M", None: "-"}
 LEGEND = ("roof: compute/bandwidth roof, D datasheet, M measured, - none; * the trace's device (only it has "
-          "meas÷: costed kernel time ÷ the floor left of it); ridge in FLOP/byte")
+          "meas÷: costed kernel time ÷ the floor left of it); ridge in FLOP/byte; times in µs")
 
 
 def sig3(x, sep: str = "") -> str:
-    """A number to 3 significant digits (1.46, 8.55, 206, 1.2k, 269M), '-' for none; ``sep`` goes between
+    """A number to 3 significant digits (1.46, 8.55, 206, 1.2k, 269M, 2.81T), '-' for none; ``sep`` goes between
     the number and a k/M/G suffix."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale * 0.9995:
             return f"{_g3(x / scale)}{sep}{suffix}"
     return _g3(x) if abs(x) >= 0.01 or x == 0 else f"{x:.1g}"
@@ -37,21 +38,23 @@ def bytes3(x) -> str:
     return s if s == "-" else (s + "B" if s[-1].isalpha() else s + " B")
 
 
-def us3(x) -> str:
-    """µs to 3 significant digits, in ns below 1 µs and in ms or s when large: '547 ns', '1.46 µs', '1.85 ms'."""
+def us3(x, unit: bool = True) -> str:
+    """µs (the unit of every time tracekit writes) to 3 significant digits, whole µs with separators
+    from 1,000 and M from a million: '0.547 µs', '1.46 µs', '1,850 µs', '1.23M µs'; without ``unit``
+    the number alone, for the 80-column table whose legend says µs."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     if x == 0:
         return "0"
-    if x >= 999.5e3:
-        return f"{_g3(x / 1e6)} s"
-    if x >= 999.5:
-        return f"{_g3(x / 1e3)} ms"
-    if x < 0.0009995:
-        return "<1 ns"
-    if x < 0.9995:
-        return f"{_g3(x * 1e3)} ns"
-    return f"{_g3(x)} µs"
+    if x >= 999_999.5:
+        text = f"{_g3(x / 1e6)}M"
+    elif x >= 999.5:
+        text = f"{x:,.0f}"
+    elif x < 0.0009995:
+        text = "<0.001"
+    else:
+        text = _g3(x)
+    return f"{text} µs" if unit else text
 
 
 def times(x) -> str:
@@ -68,8 +71,20 @@ def device_cell(d: dict, width: int = 13) -> str:
     return clip(d["spec"], width - 1) + ("*" if d["trace_device"] else "")
 
 
-def step_label(group: dict) -> str:
+def step_label(group: dict, names: dict | None = None) -> str:
+    """The steps a block shows, by the names the trace gives them (``names``: step index → name), else by
+    index: 'ProfilerStep#3', 'ProfilerStep#2–4, alike', 'warmup … step_9 (5 alike)'."""
     s = group["steps"]
+    if names:
+        shown = [clip(str(names.get(i, f"step {i}")), 32) for i in s]
+        if len(s) == 1:
+            return shown[0]
+        parts = [re.fullmatch(r"(.*?)(\d+)", n) for n in shown]
+        if all(parts) and len({m.group(1) for m in parts}) == 1:
+            numbers = [int(m.group(2)) for m in parts]
+            if numbers == list(range(numbers[0], numbers[0] + len(numbers))):   # ProfilerStep#2–4, alike
+                return f"{shown[0]}–{numbers[-1]}, alike"
+        return (", ".join(shown) if len(s) == 2 else f"{shown[0]} … {shown[-1]}") + f" ({len(s)} alike)"
     if len(s) == 1:
         return f"step {s[0]}"
     run = s == list(range(s[0], s[0] + len(s)))
@@ -87,15 +102,15 @@ def _line(cols, cells) -> str:
     return " ".join(f"{c:{a}{w}}" for (_, w, a), c in zip(cols, cells)).rstrip()
 
 
-def _step_cells(d: dict) -> list[str]:
-    return [device_cell(d), roof_cell(d), us3(d["compute_us"]), us3(d["memory_us"]), d["bound"] or "-",
-            sig3(d["ridge"]), us3(d["one_kernel_floor_us"]), times(d["measured_over_one_kernel"]),
-            us3(d["floor_sum_us"]), times(d["measured_over_floor_sum"])]
+def _step_cells(d: dict, unit: bool = True) -> list[str]:
+    return [device_cell(d), roof_cell(d), us3(d["compute_us"], unit), us3(d["memory_us"], unit), d["bound"] or "-",
+            sig3(d["ridge"]), us3(d["one_kernel_floor_us"], unit), times(d["measured_over_one_kernel"]),
+            us3(d["floor_sum_us"], unit), times(d["measured_over_floor_sum"])]
 
 
-def _kernel_cells(d: dict) -> list[str]:
-    return [device_cell(d), roof_cell(d), us3(d["compute_us"]), us3(d["memory_us"]), d["bound"] or "-",
-            sig3(d["ridge"]), us3(d["floor_us"]), times(d["measured_over_floor"])]
+def _kernel_cells(d: dict, unit: bool = True) -> list[str]:
+    return [device_cell(d), roof_cell(d), us3(d["compute_us"], unit), us3(d["memory_us"], unit), d["bound"] or "-",
+            sig3(d["ridge"]), us3(d["floor_us"], unit), times(d["measured_over_floor"])]
 
 
 def _roofs_text(s: dict, step: dict | None) -> str:
@@ -114,12 +129,17 @@ def _spec_line(s: dict, step: dict | None) -> str:
     return clip(f"  {s['id'] + ('*' if s['trace_device'] else ''):<14}{_roofs_text(s, step)}  {s['name']}", 80)
 
 
+def _names(section: dict) -> dict:
+    """Step index → the step's name, for the steps of a devices section."""
+    return {s["step"]: s.get("name") for s in section["steps"] if s.get("name")}
+
+
 def _first_steps(section: dict, group: dict) -> dict:
     first = group["steps"][0]
     return next(s for s in section["steps"] if s["step"] == first)
 
 
-def _step_head(step: dict, group: dict) -> list[str]:
+def _step_head(step: dict, group: dict, names: dict | None = None) -> list[str]:
     """Two lines: the step(s), kernels, fused ops and measured time; the work and what one kernel moves."""
     measured = f"; measured {us3(group['costed_us_median'])} per step" if group["costed_us_median"] is not None else ""
     work = f"  work: {sig3(step['flops'])} FLOPs" + (f" ({step['dtype']} {step['compute_unit'] or ''})".replace(" )", ")")
@@ -128,7 +148,7 @@ def _step_head(step: dict, group: dict) -> list[str]:
         work += f", one kernel moves {bytes3(step['one_kernel_bytes'])}"
         work += f" ({sig3(step['intensity'])} FLOP/B)" if step["intensity"] else ""
     kernels = f"{step['kernels']} kernel" + ("" if step["kernels"] == 1 else "s")
-    return [clip(f"{step_label(group)}: {kernels}, {step['fused_ops']} fused ops{measured}", 80),
+    return [clip(f"{step_label(group, names)}: {kernels}, {step['fused_ops']} fused ops{measured}", 80),
             clip(work, 80)]
 
 
@@ -151,16 +171,16 @@ def to_text(sections: list[dict], labels: list[str]) -> str:
         out += _wrap(LEGEND) + [""]
         for group in section["step_groups"]:
             step = _first_steps(section, group)
-            out += _step_head(step, group)
+            out += _step_head(step, group, _names(section))
             out.append(_line(STEP_COLS, [c for c, _, _ in STEP_COLS]))
-            out += [_line(STEP_COLS, _step_cells(d)) for d in step["devices"]]
+            out += [_line(STEP_COLS, _step_cells(d, unit=False)) for d in step["devices"]]
             out.append("")
         if section["kernels"]:
             out.append("top kernels (per step):")
         for k in section["kernels"]:
             out.append(kernel_title(k))
             out.append(_line(KERNEL_COLS, [c for c, _, _ in KERNEL_COLS]))
-            out += [_line(KERNEL_COLS, _kernel_cells(d)) for d in k["devices"]] + [""]
+            out += [_line(KERNEL_COLS, _kernel_cells(d, unit=False)) for d in k["devices"]] + [""]
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 
@@ -182,7 +202,7 @@ def to_markdown(sections: list[dict], labels: list[str]) -> str:
                           md_text(_roofs_text(s, first), 120)] for s in section["specs"]]) + [""]
         for group in section["step_groups"]:
             step = _first_steps(section, group)
-            out += [f"**{md_text(' — '.join(x.strip() for x in _step_head(step, group)), 400)}**", ""]
+            out += [f"**{md_text(' — '.join(x.strip() for x in _step_head(step, group, _names(section))), 400)}**", ""]
             out += md_table(["device", "roof", "compute", "memory", "bound", "ridge (FLOP/B)", "one-kernel floor",
                              "measured ÷", "floor sum", "measured ÷"], "llrrlrrrrr",
                             [[md_text(c, 40) for c in _step_cells(d)] for d in step["devices"]]) + [""]
@@ -206,7 +226,7 @@ def to_html(section: dict, table) -> str:
                   for s in section["specs"]], left=(0, 1, 2))]
     for group in section["step_groups"]:
         step = _first_steps(section, group)
-        out.append(f"<h3>{escape(' — '.join(x.strip() for x in _step_head(step, group)))}</h3>")
+        out.append(f"<h3>{escape(' — '.join(x.strip() for x in _step_head(step, group, _names(section))))}</h3>")
         out.append(table(["device", "roof", "compute", "memory", "bound", "ridge (FLOP/B)", "one-kernel floor",
                           "measured ÷", "floor sum", "measured ÷"], [_step_cells(d) for d in step["devices"]],
                          left=(0, 1, 4)))

@@ -43,8 +43,8 @@ def _mean(xs) -> float | None:
 
 
 def _us(x: float | None) -> str:
-    """µs as fmt_us writes them, but a sub-0.1 µs floor in ns (not '0.00 µs')."""
-    return f"{x * 1e3:.1f} ns" if x is not None and 0 < x < 0.1 else fmt_us(x)
+    """µs as fmt_us writes them (a sub-0.1 µs floor to 3 significant digits, not '0.00 µs')."""
+    return fmt_us(x)
 
 
 def _pct(x: float | None) -> str:

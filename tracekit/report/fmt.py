@@ -30,12 +30,15 @@ def clip(text, width: int = 120) -> str:
 
 
 def fmt_us(us) -> str:
+    """A time in µs, the unit of every figure tracekit writes (never ms, s or ns): 2 decimals below
+    1,000 µs ('0.66 µs', '822.57 µs'), whole µs with separators from there ('9,720 µs', '1,293,300 µs'),
+    '<0.01 µs' for a positive time that 2 decimals would show as zero."""
     if us is None or (isinstance(us, float) and math.isnan(us)):
         return "-"
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.2f} ms"
+    if abs(us) >= 999.995:
+        return f"{us:,.0f} µs"
+    if 0 < us < 0.005:
+        return "<0.01 µs"
     return f"{us:.2f} µs"
 
 

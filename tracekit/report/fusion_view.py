@@ -108,13 +108,14 @@ def _print_chain(console, trace, step: int, name: str, wide: bool = False) -> No
                 writes[v.producer].append(f"{_tensor(v.tensor)} (final)")
     kw = widths["kernel"]
     for n in nodes[:CHAIN_ROWS]:
+        label, work = n.shown()
         more = f" (+{len(n.names) - 1} kernels)" if len(n.names) > 1 else ""
-        full = short_name(n.names[0], 400)
-        kernel = (full if len(full) + len(more) <= kw else compact_name(n.names[0], max(12, kw - len(more)))) + more
+        full = short_name(label, 400)
+        kernel = (full if len(full) + len(more) <= kw else compact_name(label, max(12, kw - len(more)))) + more
         unknown = n.io is None or n.io.writes is None
         reads = ", ".join(outside[n.index]) or "-"
         row = {"#": str(n.index), "kernel": kernel + (f"\n  reads {reads}" if under and outside[n.index] else ""),
-               "fused ops": "+".join(n.fused_ops) or "-", "reads from outside": reads,
+               "fused ops": "+".join(work) or "-", "reads from outside": reads,
                "writes → read by": "unknown" if unknown else ", ".join(writes[n.index]) or "-"}
         ct.add_row(*(row[c] for c in widths))
     console.print(ct)

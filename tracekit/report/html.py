@@ -246,9 +246,10 @@ def _chain(trace: Trace, doc: dict) -> str:
     for nd in nodes[:CHAIN_ROWS]:
         unknown = nd.io is None or nd.io.writes is None
         more_k = f" (+{len(nd.names) - 1} kernels)" if len(nd.names) > 1 else ""
-        text, full = _kernel_cell(nd.names[0])
+        label, work = nd.shown()
+        text, full = _kernel_cell(label)
         rows.append([str(nd.index), (text + more_k, full),
-                     "+".join(nd.fused_ops) or "-", clip(", ".join(outside[nd.index]) or "-", 300),
+                     "+".join(work) or "-", clip(", ".join(outside[nd.index]) or "-", 300),
                      "unknown" if unknown and nd.exact is None else clip(", ".join(writes[nd.index]) or "-", 300)])
     more = (f'<p class="note">… {len(nodes) - CHAIN_ROWS} more op calls (JSON: summary.fusion_per_step).</p>'
             if len(nodes) > CHAIN_ROWS else "")

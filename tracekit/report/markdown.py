@@ -117,7 +117,8 @@ def _one(trace: Trace, doc: dict, top: int, graph: int | None, by: str = "kernel
     cats = doc["summary"].get("by_category") or {}
     total = sum(c["dur_us"] for c in cats.values()) or float("nan")
     if cats:
-        lines += ["", "**By category** (per step)", ""]
+        over = f", mean over {steps} steps" if steps > 1 else ""
+        lines += ["", f"**By category** (per step{over})", ""]
         lines += md_table(["category", "kernels", "time", "share"], "lrrr",
                           [[md_text(c), fmt_per_step(v["count_per_step"]), fmt_us(v["dur_us"] / steps),
                             _pct(100 * v["dur_us"] / total)]
@@ -125,7 +126,11 @@ def _one(trace: Trace, doc: dict, top: int, graph: int | None, by: str = "kernel
     fused = doc["summary"].get("fused_floor_us_per_step") or []
     if any(f is not None for f in fused):
         kinds = sorted({k for k in doc["summary"].get("fused_floor_kind_per_step") or [] if k})
-        lines += ["", f"One-kernel floor per step: {', '.join(fmt_us(f) for f in fused[:8])}"
+        names = [md_text(s.get("name", s.get("step")), 40) for s in doc["steps"]]
+        if len(names) != len(fused):
+            names = [""] * len(fused)
+        named = [f"{n} {fmt_us(f)}".strip() for n, f in zip(names, fused)]
+        lines += ["", f"One-kernel floor per step: {', '.join(named[:8])}"
                       f"{' …' if len(fused) > 8 else ''} ({'/'.join(kinds)}: every op of the step in one kernel, "
                       "docs/fusion.md)."]
     return "\n".join(lines) + "\n"

@@ -81,7 +81,7 @@ def rank_figures(trace: Path) -> dict:
             row["bytes"] = None if size is None or row["bytes"] is None else row["bytes"] + size
     info = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
     return {"trace_rank": info.get("rank"), "backend": info.get("backend"), "steps": len(steps),
-            "step_ms_mean": sum(steps) / len(steps) / 1e3 if steps else None, "cpu_ops": cpu_ops,
+            "step_us_mean": sum(steps) / len(steps) if steps else None, "cpu_ops": cpu_ops,
             "kernels": kernels, "c10d_ops": c10d, "record_param_comms": param_comms,
             "comm_work": dict(sorted(work.items())), "comm_ops": sum(w["count"] for w in work.values()),
             "comm_bytes": sum(w["bytes"] or 0 for w in work.values()),
