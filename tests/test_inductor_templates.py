@@ -204,7 +204,8 @@ def test_a_slice_reads_the_rows_its_indexing_reaches():
 
 def test_pointer_reach_of_index_expressions():
     """Synthetic kernel text (not from a trace): ranges from % and // of a base index, products of
-    variables, a gather through a loaded index, and an address the parser cannot take."""
+    variables, a gather through a loaded index, an address the parser cannot take, and a pointer also
+    loaded in a form it does not read (its whole tensor, not the one site it can count)."""
     from tracekit.ops.inductor_source import pointer_reach
     src = '''def triton_poi_fused_k_0(in_ptr0, in_ptr1, in_ptr2, in_ptr3, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xnumel = 3145728
@@ -216,10 +217,12 @@ def test_pointer_reach_of_index_expressions():
     tmp1 = tl.load(in_ptr1 + (x0 + 768*x2), None)
     tmp2 = tl.load(in_ptr2 + (x0 + 768*tmp0), None)
     tmp3 = tl.load(in_ptr3 + (x0 + foo(x1)), None)
+    tmp4 = tl.load(in_ptr4 + (x0), None)
+    tmp5 = tl.load(in_ptr4 + 768 * x1)
     tl.store(out_ptr0 + (xindex), tmp3, None)
 '''
     assert pointer_reach(src, "triton_poi_fused_k_0") == {
-        "in_ptr0": 3145728, "in_ptr1": 768 * 256, "in_ptr2": 3145728, "in_ptr3": None}
+        "in_ptr0": 3145728, "in_ptr1": 768 * 256, "in_ptr2": 3145728, "in_ptr3": None, "in_ptr4": None}
     assert pointer_reach(src, "triton_tem_fused_mm_0") == {}
 
 

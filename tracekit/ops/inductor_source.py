@@ -16,6 +16,7 @@ Only the text of one kernel's ``def`` is read; nothing is executed (``ast`` pars
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 
@@ -96,12 +97,20 @@ class _Ranges:
 
 def pointer_reach(source: str | None, kernel: str, numels: dict[str, int] | None = None) -> dict[str, int | None]:
     """Per pointer the kernel loads: at most how many distinct elements its loads touch (summed over
-    its load sites), None where a load cannot be told; ``numels``: ``xnumel`` etc. when the source
+    its load sites), None where a load cannot be told or the pointer is used other than in
+    ``tl.load(ptr + (...))``/``tl.store(ptr + (...))``; ``numels``: ``xnumel`` etc. when the source
     takes them as arguments. Empty without the kernel's source or for a template (tiles re-read)."""
-    body = kernel_body(source, kernel)
-    if body is None or kernel.startswith("triton_tem_"):
+    if not source or kernel.startswith("triton_tem_"):
         return {}
-    ranges = _Ranges(body, numels or {})
+    return dict(_reach(source, kernel, tuple(sorted((numels or {}).items()))))
+
+
+@functools.lru_cache(maxsize=4096)
+def _reach(source: str, kernel: str, numels: tuple) -> tuple:
+    body = kernel_body(source, kernel)
+    if body is None:
+        return ()
+    ranges = _Ranges(body, dict(numels))
     points = math.prod(v for k, v in ranges.numels.items() if k.endswith("numel")) if ranges.numels else None
     reach: dict[str, int | None] = {}
     for ptr, offset in _LOAD.findall(body):
@@ -118,7 +127,12 @@ def pointer_reach(source: str | None, kernel: str, numels: dict[str, int] | None
         else:
             n = ranges.count(tree)
         reach[ptr] = None if n is None else reach.get(ptr, 0) + n
-    return reach
+    code = body[body.find(")") + 1:]                  # past the signature
+    for ptr in reach:                                 # used elsewhere too (an alias, a block pointer)
+        sites = len(re.findall(rf"tl\.(?:load|store)\({ptr} \+ \(", code))
+        if len(re.findall(rf"\b{ptr}\b", code)) > sites:
+            reach[ptr] = None
+    return tuple(reach.items())
 
 
 def template_gemm(source: str | None, kernel: str) -> tuple[int, int, int, int] | None:
