@@ -172,7 +172,7 @@ def annotate(trace: Trace, device: str | None = None, spec: str | None = None,
         fill_tensor_lists(df, et_data)              # list shapes this profiler left out, before io and cost
     engines = annotated_steps(trace.steps)         # serving: each step's KV keys, for paged attention
     annotate_fusion(df, bundle_dir, sources, engines)
-    cost_rows(df, sources.roles, engines)
+    cost_rows(df, sources.roles, engines, sources.source)
     dropped = int((df["cost_note"] == OUT_OF_RANGE).sum()) if len(df) else 0
     if dropped:
         trace.warnings.append(f"{dropped} kernels have FLOPs or bytes that are not finite, negative or over 2^53 "

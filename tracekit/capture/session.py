@@ -89,8 +89,12 @@ class Session:
                                  with_stack=self.record_modules, execution_trace_observer=observer)
 
     def start(self) -> None:
-        """Install graph bracketing; record from here unless warm-up steps come first."""
+        """Install graph bracketing and the naming of Inductor template sources (their profiler ops
+        get a ``kernel_file``, so kernels/ keeps them); record from here unless warm-up steps come first."""
         self._patch_graphs()
+        if self.cuda:
+            from tracekit.capture.inductor_files import name_template_files
+            self._undo.append(name_template_files())
         warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING)
         entry = warnings.filters[0]
         self._undo.append(lambda: entry in warnings.filters and warnings.filters.remove(entry))

@@ -23,6 +23,7 @@ from tracekit.ops.serving import engine_keys
 MAX_COST = float(1 << 53)     # FLOPs or bytes of one row, and a collective's message: beyond it, no cost
 OUT_OF_RANGE = "cost out of range (FLOPs or bytes not finite, negative or over 2^53): no floor"
 RolesFn = Callable[[str, object], 'list[str] | None']   # (kernel op, kernel_file) -> pointer names
+SourceFn = Callable[[str, object], 'str | None']         # (kernel op, kernel_file) -> its kept source
 
 _DEVICE_TO_DEVICE = re.compile(r"dtod|device -> device|d2d|device_to_device", re.IGNORECASE)
 _PEER = re.compile(r"ptop|peer|p2p", re.IGNORECASE)
@@ -32,7 +33,7 @@ _COST_INPUTS = ("name", "kind", "category", "op", "op_dims", "op_types", "op_str
 _Row = namedtuple("_Row", _COST_INPUTS)
 
 
-def row_cost(row, roles_of: RolesFn | None, engine=None) -> Cost | str:
+def row_cost(row, roles_of: RolesFn | None, engine=None, source_of: SourceFn | None = None) -> Cost | str:
     """The cost of one row (a namedtuple of ``_COST_INPUTS``), or why it has none. ``engine``: the row's
     step as its engine annotation says (``load.engine_steps.EngineStep``): paged attention reads the
     keys it names (``keys_for``) instead of the labelled bound."""
@@ -49,7 +50,8 @@ def row_cost(row, roles_of: RolesFn | None, engine=None) -> Cost | str:
     call.kv_keys = engine_keys(call, engine)
     if is_inductor_kernel(op) or is_inductor_kernel(row.name):
         roles = roles_of(op, row.kernel_file) if roles_of else None
-        return inductor_cost(call, list(row.fused_ops or []), roles)
+        source = source_of(op, row.kernel_file) if source_of else None
+        return inductor_cost(call, list(row.fused_ops or []), roles, source)
     cost = cost_of(call)
     if isinstance(cost, str) and lookup(op) is None and row.category in ("elementwise", "reduction"):
         return generic_cost(call, row.category) or cost
@@ -118,12 +120,14 @@ def _transfer_cost(row) -> Cost | str:
     return Cost(0.0, nbytes, None, "pcie", "host copy: bytes over PCIe, one direction (spec [link] pcie_gbs)")
 
 
-def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None, engine_steps: dict | None = None) -> pd.DataFrame:
+def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None, engine_steps: dict | None = None,
+              source_of: SourceFn | None = None) -> pd.DataFrame:
     """Fill dtype, compute_unit, flops, bytes and cost_note. Kernels sharing one op call: the op's cost
     goes to the longest of them, the others point to it. ``roles_of`` gives an Inductor kernel's
     pointer names from its kept source (fusion.KernelSources.roles), so in/out pointers count twice.
     ``engine_steps``: step index → its engine annotation (``EngineStep``), whose KV key counts the
-    step's paged attention rows read."""
+    step's paged attention rows read. ``source_of`` gives its kept source (fusion.KernelSources.source):
+    the M, N, K a GEMM template states and how far each pointer's loads reach."""
     if df.empty:
         return df
     memo: dict = {}
@@ -138,7 +142,7 @@ def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None, engine_steps: d
                keys(row.op_concrete), row.kernel_file, event, repr(row.collective), engine)
         cost = memo.get(key)
         if cost is None:
-            cost = memo[key] = row_cost(row, roles_of, engine)
+            cost = memo[key] = row_cost(row, roles_of, engine, source_of)
         if isinstance(cost, Cost):
             dtype.append(cost.dtype)
             unit.append(cost.unit)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from tracekit.load.execution_trace import ETNode, ETTensor, ExecutionTrace, read_execution_trace
 from tracekit.ops import Tensor
+from tracekit.ops.inductor_source import pointer_reach
 
 # Op facts the ET schema does not carry. (They belong in the op records of tracekit/ops; kept here
 # until those records say which arguments a call reads partially or writes without reading.)
@@ -196,13 +197,22 @@ def indirect_pointers(source: str | None, kernel: str) -> set[str]:
     return indirect - direct
 
 
-def triton_io(node: ETNode, roles: list[str] | None, indirect: set[str] | None = None) -> ExactIO | None:
+def _is_pointer(role: str) -> bool:
+    """A pointer argument of an Inductor kernel: ``in_ptr0``, ``out_ptr1``, ``in_out_ptr0``, ``ws_ptr0``,
+    and a GEMM template's ``arg_A``/``arg_B``."""
+    return "ptr" in role or role.startswith("arg_")
+
+
+def triton_io(node: ETNode, roles: list[str] | None, indirect: set[str] | None = None,
+              reach: dict[str, int | None] | None = None) -> ExactIO | None:
     """An Inductor kernel's pointer arguments by role; None without the roles (writes unknown). A
-    pointer loaded only through a loaded index (``indirect``) reads at most one element per point of the
-    kernel's iteration space (the product of its ``*numel`` arguments)."""
+    pointer the kernel only reads touches at most ``reach[role]`` elements (``ops.inductor_source``:
+    a slice reads the rows its indexing reaches, a gather one element per point of the iteration
+    space); ``indirect`` (older callers): pointers loaded through a loaded index, which read at most
+    one element per point (the product of the ``*numel`` arguments)."""
     if not roles:
         return None
-    pointers = [r for r in roles if "ptr" in r]
+    pointers = [r for r in roles if _is_pointer(r)]
     tensors = [v for v in node.inputs if isinstance(v, ETTensor)]
     if len(pointers) != len(tensors):
         return None
@@ -210,17 +220,21 @@ def triton_io(node: ETNode, roles: list[str] | None, indirect: set[str] | None =
     for role, value in zip(roles, node.inputs):
         if role.endswith("numel") and isinstance(value, int) and not isinstance(value, bool) and value > 0:
             points *= value
+    reach = dict(reach or {})
+    for role in indirect or ():
+        reach.setdefault(role, points)
     reads, writes, fresh = [], [], []
     for role, t in zip(pointers, tensors):
         if not t.nbytes:
             continue
-        some = bool(indirect) and role in indirect and points * t.itemsize < t.nbytes
+        n = reach.get(role)
+        some = n is not None and n * t.itemsize < t.nbytes
         written = role.startswith(("in_out_ptr", "out_ptr", "ws_ptr"))
         if role.startswith("in_out_ptr") or not written:
-            reads.append(Access(t, points * t.itemsize, True) if some and role.startswith("in_ptr") else _whole(t))
+            reads.append(Access(t, n * t.itemsize, True) if some and not written else _whole(t))
         if written:
-            writes.append(Access(t, points * t.itemsize, True) if some and role.startswith("out_ptr")
-                          else Access(t, t.nbytes))
+            writes.append(Access(t, points * t.itemsize, True) if indirect and role in indirect and
+                          role.startswith("out_ptr") and points * t.itemsize < t.nbytes else Access(t, t.nbytes))
             fresh.append(False)
     return ExactIO(node.rf_id, tuple(reads), tuple(writes), tuple(fresh), node.within)
 
@@ -230,10 +244,10 @@ def is_triton(node: ETNode) -> bool:
 
 
 def node_io(node: ETNode, on_device: bool, roles: list[str] | None = None,
-            indirect: set[str] | None = None) -> ExactIO | None:
+            indirect: set[str] | None = None, reach: dict | None = None) -> ExactIO | None:
     """The call's exact reads and writes; None when they cannot be told (an Inductor kernel without
     its source)."""
-    return triton_io(node, roles, indirect) if is_triton(node) else aten_io(node, on_device)
+    return triton_io(node, roles, indirect, reach) if is_triton(node) else aten_io(node, on_device)
 
 
 def join_execution_trace(df, path, sources=None, et: ExecutionTrace | None = None) -> dict:
@@ -248,12 +262,15 @@ def join_execution_trace(df, path, sources=None, et: ExecutionTrace | None = Non
             node = et.nodes.get(rf) if rf != -1 else None
             if node is not None and node.name != name:
                 node = None                # record-function ids restart per profiler session: not this call
-            roles, indirect = None, None
+            roles, indirect, reach = None, None, None
             if node is not None and is_triton(node) and sources is not None:
                 where = node.kernel_file or (kfile if isinstance(kfile, str) else None)
                 roles = sources.roles(node.name, where)
-                indirect = indirect_pointers(sources.source(node.name, where), node.name)
-            cache[key] = node_io(node, key[1], roles, indirect) if node is not None else None
+                source = sources.source(node.name, where)
+                indirect = indirect_pointers(source, node.name)
+                numels = {r: v for r, v in zip(roles or (), node.inputs) if r.endswith("numel") and isinstance(v, int)}
+                reach = pointer_reach(source, node.name, numels)
+            cache[key] = node_io(node, key[1], roles, indirect, reach) if node is not None else None
         ios.append(cache[key])
     df["et_io"] = ios
     joined = sum(1 for x in ios if x is not None)

@@ -235,6 +235,8 @@ def _args(part) -> tuple[tuple, tuple[str, ...]]:
                                            shapes_i[j] if j < len(shapes_i) else [],
                                            strides_i[j] if j < len(strides_i) else None)) is not None)
             out.append(items or None)
+        elif isinstance(v, int) and not isinstance(v, bool) and t == "Int":
+            out.append(v)         # an integer argument (an Inductor kernel's xnumel / r0_numel)
         else:
             out.append(_tensor(v, t, s, st))
     return tuple(out), tuple(str(t) for t in types)

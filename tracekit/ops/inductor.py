@@ -15,6 +15,7 @@ import math
 import re
 
 from tracekit.ops.table import FAMILIES, IO, Cost, lookup, plain_name
+from tracekit.ops.inductor_source import pointer_reach, template_gemm
 from tracekit.ops.tensors import FLOAT_DTYPES, OpCall, Tensor
 
 _PREFIX = re.compile(r"(?:triton_(?:poi|per|red|tem|for)|cpp)_(?:fused_?)?")
@@ -172,6 +173,63 @@ def _gemm_dims(tensors: list[Tensor]) -> tuple[int, int, int, int] | None:
     return None
 
 
+def _splits(shape: tuple) -> list[tuple[int, int, int]]:
+    """A buffer's shape read as (batch, rows, cols): every cut of its dims into three runs, the last
+    two non-empty ([4, 1024, 768] → (1, 4, 786432), (1, 4096, 768), (4, 1024, 768))."""
+    nd = len(shape)
+    return [(math.prod(shape[:i]), math.prod(shape[i:j]), math.prod(shape[j:]))
+            for i in range(nd - 1) for j in range(i + 1, nd)]
+
+
+def _layouts(shape: tuple, strides) -> list[tuple[int, int, int]]:
+    """The splits of the shape and, when its strides permute it, of its shape in memory order
+    ([4, 12, 1024, 64] with strides [786432, 64, 768, 1] is stored as [4, 1024, 12, 64])."""
+    out = _splits(shape)
+    if isinstance(strides, list) and len(strides) == len(shape) and all(isinstance(x, int) for x in strides):
+        order = sorted(range(len(shape)), key=lambda i: -strides[i])
+        stored = tuple(shape[i] for i in order)
+        if stored != tuple(shape):
+            out += [s for s in _splits(stored) if s not in out]
+    return out
+
+
+def _view_dims(a, b, c) -> list[tuple[int, int, int, int]]:
+    """(batch, M, N, K) under which A, B and the output C ((tensor, strides) each) are views of
+    [batch, M, K], [batch, K, N] and [batch, M, N], either operand possibly transposed."""
+    found = []
+    for ba, a0, a1 in _layouts(a[0].shape, a[1]):
+        for bb, b0, b1 in _layouts(b[0].shape, b[1]):
+            if bb != ba:
+                continue
+            for bc, c0, c1 in _layouts(c[0].shape, c[1]):
+                if bc != ba:
+                    continue
+                for m, k in ((a0, a1), (a1, a0)):
+                    for k2, n in ((b0, b1), (b1, b0)):
+                        if k == k2 and (m, n) in ((c0, c1), (c1, c0)):
+                            found.append((ba, m, n, k))
+    return found
+
+
+def view_gemm_dims(by_arg: list[Tensor | None], roles: list[str] | None,
+                   strides: list | None = None) -> tuple[int, int, int, int] | None:
+    """(batch, M, N, K) of a GEMM template whose operands are 3-D/4-D views (Inductor hands the
+    template the buffers, [4, 1024, 768] for A[4096, 768]): A, B and C by role (``arg_A``, ``arg_B``,
+    the first ``out_ptr``) where the source is kept, else any three of its tensors of 2 dims or more.
+    Of several readings, the fewest FLOPs (a floor must not overstate the work)."""
+    st = lambda i: strides[i] if isinstance(strides, list) and i < len(strides) else None     # noqa: E731
+    mats = [(i, (t, st(i))) for i, t in enumerate(by_arg) if t is not None and len(t.shape) >= 2]
+    role = lambda i: roles[i] if roles and i < len(roles) else ""       # noqa: E731
+    named = {role(i): t for i, t in mats}
+    out = next((t for i, t in mats if role(i).startswith(("out_ptr", "in_out_ptr"))), None)
+    if "arg_A" in named and "arg_B" in named and out is not None:
+        triples = [(named["arg_A"], named["arg_B"], out)]
+    else:
+        triples = [(a, b, c) for ia, a in mats for ib, b in mats for ic, c in mats if len({ia, ib, ic}) == 3]
+    found = [d for a, b, c in triples for d in _view_dims(a, b, c)]
+    return min(found, key=lambda d: d[0] * d[1] * d[2] * d[3]) if found else None
+
+
 def iteration_space(call: OpCall, roles: list[str] | None) -> int | None:
     """Elements one launch iterates over (xnumel · r0_numel · ...), from the integer arguments after
     the tensors (the source's argument names pick the ``*numel`` ones when it is kept). A pointer is
@@ -188,7 +246,7 @@ def iteration_space(call: OpCall, roles: list[str] | None) -> int | None:
     return math.prod(numels)
 
 
-def inductor_cost(call: OpCall, fused: list[str], roles: list[str] | None) -> Cost | str:
+def inductor_cost(call: OpCall, fused: list[str], roles: list[str] | None, source: str | None = None) -> Cost | str:
     """Matmul templates (``triton_tem_``, or a kernel whose fused ops name a product and whose operands
     are A[M,K], B[K,N], C[M,N]): 2MNK FLOPs. Other kernels: one FLOP per element of the iteration
     space (else of the largest argument) per fused op; a pointwise kernel named after the ``addmm`` it
@@ -201,28 +259,50 @@ def inductor_cost(call: OpCall, fused: list[str], roles: list[str] | None) -> Co
         return "Inductor kernel without recorded tensor arguments"
     if roles is None and len(tensors) == 1:          # one pointer: the kernel reads and writes it
         roles = ["in_out_ptr0" if t is not None else "" for t in by_arg]
-        source = "its one pointer read and written"
+        source_note = "its one pointer read and written"
     elif roles:
-        source = "pointer roles from kernel source"
+        source_note = "pointer roles from kernel source" + ("; reads as far as its loads reach" if source and not
+                                                            call.name.startswith("triton_tem_") else "")
     else:
-        source = "each tensor argument once: a lower bound (in/out pointers need the kernel source)"
+        source_note = "each tensor argument once: a lower bound (in/out pointers need the kernel source)"
     template = call.name.startswith("triton_tem_") or call.kernel.startswith("triton_tem_")
-    dims = _gemm_dims(tensors) if template or any(_MATMUL_OP.search(op) for op in fused) else None
+    kernel = call.name if call.name.startswith("triton_") else call.kernel
+    stated = template_gemm(source, kernel) if template else None
+    dims = stated or (_gemm_dims(tensors) if template or any(_MATMUL_OP.search(op) for op in fused) else None)
+    if template and dims is None:
+        dims = view_gemm_dims(by_arg, roles, call.strides)
     space = None if template or dims is not None else iteration_space(call, roles)
+    reach = pointer_reach(source, kernel, _numels(call, roles)) if source and not template else {}
     nbytes = 0
     for i, t in enumerate(by_arg):
         if t is None:
             continue
-        twice = roles is not None and i < len(roles) and roles[i].startswith("in_out_ptr")
+        role = roles[i] if roles is not None and i < len(roles) else ""
+        twice = role.startswith("in_out_ptr")
         touched = t.nbytes if space is None else min(t.nbytes, space * t.itemsize)
+        if reach.get(role) is not None and not role.startswith(("out_ptr", "in_out_ptr", "ws_ptr")):
+            touched = min(touched, reach[role] * t.itemsize)
         nbytes += touched * (2 if twice else 1)
     dtype = next((t.dtype for t in tensors if t.dtype in FLOAT_DTYPES), "fp32")
     if template and dims is None:
         return "Inductor matmul template: operand shapes not recognised"
     if dims is not None:
         batch, m, n, k = dims
+        how = "M, N, K from its source" if stated else "2MNK"
         return Cost(flops=2.0 * batch * m * n * k, bytes=float(nbytes), dtype=dtype, unit="matrix",
-                    model=f"Inductor template: 2MNK; bytes {source}")
+                    model=f"Inductor template: {how}; bytes {source_note}")
     numel = space if space is not None else max(t.numel for t in tensors)
     return Cost(flops=float(numel * max(1, len(fused))), bytes=float(nbytes), dtype=dtype, unit="vector",
-                model=f"Inductor kernel: bytes {source}; 1 FLOP/element per fused op")
+                model=f"Inductor kernel: bytes {source_note}; 1 FLOP/element per fused op")
+
+
+def _numels(call: OpCall, roles: list[str] | None) -> dict[str, int]:
+    """``xnumel``/``r0_numel`` values the call passed (a kernel compiled for dynamic shapes)."""
+    if not roles:
+        return {}
+    out = {}
+    for i, role in enumerate(roles[:len(call.dims)]):
+        v = call.value(i)
+        if role.endswith("numel") and isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            out[role] = v
+    return out

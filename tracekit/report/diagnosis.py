@@ -227,7 +227,7 @@ def _floors(f: dict) -> str:
            f"({_pct(f['costed_pct'])} of the time costed)")
     if fused:
         kind = {"exact": "exact, from the execution trace", "lower_bound": "a lower bound",
-                "estimate": "an estimate: no execution trace"}.get(
+                "estimate": "an estimate: not every kernel joined an execution trace"}.get(
             f["fused_floor_kind"] or "", f["fused_floor_kind"] or "")
         if fused > floor * 1.001:          # fusion counted tensors the per-kernel floors do not: no ratio
             out += f"; one-kernel floor {_us(fused)} ({kind}) exceeds the floor sum, so it is not compared here"

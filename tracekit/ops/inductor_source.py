@@ -1,0 +1,146 @@
+"""What an Inductor kernel's source says about its reads and its GEMM.
+
+- **reach**: how many distinct elements each pointer's loads can touch. A load ``tl.load(in_ptr0 +
+  (r0_1 + 768*x2), ...)`` touches at most one element per combination of the index variables it
+  uses; each variable's range comes from its definition (``x2 = (xindex % 256)``: 256 values;
+  ``x1 = xindex // 768``: xnumel/768) and the kernel's ``xnumel``/``r0_numel``. A slice (the first
+  256 of 1,024 position rows) therefore reads 256 rows, not the buffer. A load through a loaded
+  index (``768*tmp4``: a gather) touches at most one element per point of the iteration space. A
+  pointer loaded some other way (block pointers, an unknown name) has no reach: its whole tensor.
+- **template GEMM**: a ``triton_tem_`` matmul template states ``M = 4096``, ``N = ...``, ``K = ...``
+  (and ``BATCH``/grid for bmm) in its body.
+
+Only the text of one kernel's ``def`` is read; nothing is executed (``ast`` parses expressions).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import math
+import re
+
+_LOAD = re.compile(r"tl\.load\((\w+) \+ \(((?:[^()]|\((?:[^()]|\([^()]*\))*\))*)\)")
+_DEF = re.compile(r"^\s+(\w+) = (.+?)\s*$", re.MULTILINE)
+_NUMEL = re.compile(r"^\s+([xyzr]\d*_?numel) = (\d+)\s*$", re.MULTILINE)
+_GEMM = re.compile(r"^\s+(M|N|K|BATCH) = (\d+)\s*$", re.MULTILINE)
+_BASE = {"xindex": "xnumel", "yindex": "ynumel", "zindex": "znumel", "rindex": "r0_numel",
+         "r0_index": "r0_numel", "r1_index": "r1_numel"}
+_INDEX_VAR = re.compile(r"(?:[xyz]\d+|r\d+_\d+|r\d+)$")
+
+
+def kernel_body(source: str | None, kernel: str) -> str | None:
+    """The text of ``def kernel(`` up to the next decorator or top-level line."""
+    if not source:
+        return None
+    start = source.find(f"def {kernel}(")
+    if start < 0:
+        return None
+    end = re.search(r"\n(?=\S)", source[start + 1:])
+    return source[start:start + 1 + end.start() if end else len(source)]
+
+
+def _names(node) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _const(node) -> int | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, int) and node.value > 0 else None
+
+
+class _Ranges:
+    """Distinct values of index expressions, from the kernel's numels and variable definitions."""
+
+    def __init__(self, body: str, numels: dict[str, int]):
+        self.numels = dict(numels)
+        for name, value in _NUMEL.findall(body):
+            self.numels.setdefault(name, int(value))
+        self.defs: dict[str, str] = {}
+        for name, expr in _DEF.findall(body):
+            if _INDEX_VAR.match(name) and name not in self.defs:
+                self.defs[name] = expr
+        self.memo: dict[str, int | None] = {}
+
+    def var(self, name: str, depth: int = 0) -> int | None:
+        if name in _BASE:
+            return self.numels.get(_BASE[name])
+        if name not in self.defs or depth > 8:
+            return None
+        if name not in self.memo:
+            try:
+                tree = ast.parse(self.defs[name], mode="eval").body
+            except SyntaxError:
+                tree = None
+            self.memo[name] = self.count(tree, depth + 1) if tree is not None else None
+        return self.memo[name]
+
+    def count(self, node, depth: int = 0) -> int | None:
+        """Distinct values ``node`` takes: at most the product of its variables' ranges, less where a
+        ``% M`` or a ``// D`` of a base index says so."""
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and _const(node.right):
+            left = self.count(node.left, depth)
+            return None if left is None else min(left, _const(node.right))
+        if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and _const(node.right)
+                and isinstance(node.left, ast.Name) and node.left.id in _BASE):
+            n = self.var(node.left.id, depth)
+            return None if n is None else -(-n // _const(node.right))
+        if isinstance(node, ast.Name) and node.id in _BASE:
+            return self.var(node.id, depth)
+        total = 1
+        for name in _names(node):
+            n = self.var(name, depth)
+            if n is None:
+                return None
+            total *= n
+        return total
+
+
+def pointer_reach(source: str | None, kernel: str, numels: dict[str, int] | None = None) -> dict[str, int | None]:
+    """Per pointer the kernel loads: at most how many distinct elements its loads touch (summed over
+    its load sites), None where a load cannot be told or the pointer is used other than in
+    ``tl.load(ptr + (...))``/``tl.store(ptr + (...))``; ``numels``: ``xnumel`` etc. when the source
+    takes them as arguments. Empty without the kernel's source or for a template (tiles re-read)."""
+    if not source or kernel.startswith("triton_tem_"):
+        return {}
+    return dict(_reach(source, kernel, tuple(sorted((numels or {}).items()))))
+
+
+@functools.lru_cache(maxsize=4096)
+def _reach(source: str, kernel: str, numels: tuple) -> tuple:
+    body = kernel_body(source, kernel)
+    if body is None:
+        return ()
+    ranges = _Ranges(body, dict(numels))
+    points = math.prod(v for k, v in ranges.numels.items() if k.endswith("numel")) if ranges.numels else None
+    reach: dict[str, int | None] = {}
+    for ptr, offset in _LOAD.findall(body):
+        if ptr in reach and reach[ptr] is None:
+            continue
+        try:
+            tree = ast.parse(offset, mode="eval").body
+        except SyntaxError:
+            reach[ptr] = None
+            continue
+        names = _names(tree)
+        if any(n.startswith("tmp") for n in names):
+            n = points                    # through a loaded index: one element per point at most
+        else:
+            n = ranges.count(tree)
+        reach[ptr] = None if n is None else reach.get(ptr, 0) + n
+    code = body[body.find(")") + 1:]                  # past the signature
+    for ptr in reach:                                 # used elsewhere too (an alias, a block pointer)
+        sites = len(re.findall(rf"tl\.(?:load|store)\({ptr} \+ \(", code))
+        if len(re.findall(rf"\b{ptr}\b", code)) > sites:
+            reach[ptr] = None
+    return tuple(reach.items())
+
+
+def template_gemm(source: str | None, kernel: str) -> tuple[int, int, int, int] | None:
+    """(batch, M, N, K) a GEMM template's body states; None when it states no M, N and K."""
+    body = kernel_body(source, kernel)
+    if body is None:
+        return None
+    found = {k: int(v) for k, v in _GEMM.findall(body)}
+    if not all(k in found for k in "MNK"):
+        return None
+    return found.get("BATCH", 1), found["M"], found["N"], found["K"]
