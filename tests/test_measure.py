@@ -88,8 +88,12 @@ def test_scopes_keep_their_order_and_floor(step_fn_run):
 
 def test_root_module_rule_and_a_module_called_once(tmp_path):
     out = tmp_path / "m.json"
-    proc = run_cli_subprocess("measure", TINY, "-o", out, *FAST, "--no-profile", "--", "--iters", "3", "--module")
+    proc = run_cli_subprocess("measure", TINY, "-o", out, *FAST, "--no-profile", "--", "--iters", "3", "--module",
+                              "--count-hooks")
     assert proc.returncode == 0, proc.stderr
+    # the two global module hooks (tracekit's pre and post) time the root module's first call only: left
+    # in while measuring, they run at every submodule call and slow each repeat (issue 24 item 6)
+    assert "global hooks: first call 2, later calls [0]" in proc.stdout
     doc = json.loads(out.read_text())
     assert doc["step_rule"] == "module:Tiny" and "forward only" in doc["step"]
     assert doc["arguments"] == [{"name": "arg0", "shape": [8, 64], "dtype": "float32", "device": "cpu",
@@ -100,6 +104,41 @@ def test_root_module_rule_and_a_module_called_once(tmp_path):
     once = run_cli_subprocess("measure", TINY, "-o", tmp_path / "once.json", *FAST, "--", "--iters", "1", "--module")
     assert once.returncode == 2 and "called at most once" in once.stderr
     assert "pos=0 y=(8, 64)" in once.stdout
+
+
+TRAIN = ROOT / "tests" / "scripts" / "measure_train_tiny.py"
+PARAMS = 2 * (64 * 64 + 64)              # measure_train_tiny: two Linear(64, 64), fp32
+
+
+@pytest.mark.parametrize("optimizer", ["fused", "foreach"])
+def test_the_profile_records_the_execution_trace_so_the_optimizer_is_costed(optimizer, tmp_path):
+    """Issue 24 item 5: without an execution trace the profiler records no shapes for tensor lists, so a
+    fused or foreach AdamW step's optimizer was uncosted and the step floor low."""
+    from tracekit.analyze import analyze_path
+
+    out, kept = tmp_path / "t.json", tmp_path / "trace"
+    proc = run_cli_subprocess("measure", TRAIN, "--step-fn", "measure_train_tiny:train_step", "-o", out, *FAST,
+                              "--keep-trace", kept, "--", "--iters", "2", *(["--foreach"] if optimizer == "foreach" else []))
+    assert proc.returncode == 0, proc.stderr
+    assert (kept / "et.json.gz").is_file()
+    assert json.loads((kept / "meta.json").read_text())["execution_trace"] == "et.json.gz"
+    trace = analyze_path(str(kept), device="cpu")[0]
+    k = trace.kernels
+    k = k[k["step"] == 0]
+    fp32 = PARAMS * 4
+    if optimizer == "fused":
+        # params, grads, exp_avg, exp_avg_sq read, params and both moments written; the 4 fp32 step counters read
+        opt = k[k["name"] == "aten::_fused_adamw_"]
+        assert len(opt) == 1 and opt["bytes"].iloc[0] == 7 * fp32 + 4 * 4
+    else:
+        opt = k[k["name"].str.startswith("aten::_foreach_") & (k["name"] != "aten::_foreach_add_")]
+        # exp_avg.lerp_(grad, 1 - beta1): two lists read, one written
+        assert k[k["name"] == "aten::_foreach_lerp_"]["bytes"].tolist() == [3 * fp32]
+        assert len(opt) >= 6
+    assert opt["floor_us"].notna().all() and opt["covered"].all()
+    doc = json.loads(out.read_text())
+    # the step's floor (median over the hot steps) holds the optimizer's
+    assert doc["floor"]["us"] > opt["floor_us"].sum()
 
 
 def test_floor_given_by_the_user(tmp_path):

@@ -61,3 +61,33 @@ def test_a_call_back_to_back_takes_at_least_its_kernels(name):
     by = {s["scope"]: s for s in load(name)["scopes"]}
     kernels = by["kernel_hot"]["median_us"]
     assert kernels <= by["continuous"]["median_us"] <= by["single_call"]["median_us"]
+
+
+def test_fused_adamw_is_costed_only_with_the_execution_trace(tmp_path):
+    """Issue 24 item 5 on a real H200 trace: the committed `tracekit capture` of the same GPT training step
+    (captures/h200/models/gpt_train_eager, fused AdamW). Its optimizer is costed from the execution trace's
+    tensor lists; without et.json.gz (what measure's profile recorded before) it is not, and the step
+    floor lacks it. 79,443,456 fp32 parameters in 37 tensors: params, grads and both moments read, params and
+    moments written, 7 · 4 B each, plus the 37 fp32 step counters read: 2,224,416,916 B at 4.8 TB/s."""
+    import shutil
+
+    from tracekit.analyze import analyze_path
+
+    src = H200 / "models" / "gpt_train_eager"
+    bare = tmp_path / "no_et"
+    shutil.copytree(src, bare)
+    (bare / "et.json.gz").unlink()
+    floors, opt_bytes = {}, 7 * 4 * 79_443_456 + 37 * 4
+    for name, path in (("et", src), ("no_et", bare)):
+        trace = analyze_path(str(path), device="h200")[0]
+        k = trace.kernels
+        k = k[k["step"] == k["step"].min()]
+        opt = k[k["name"].str.contains("FusedAdam")]
+        assert len(opt) == 4                               # one op, launched in 4 chunks
+        floors[name] = k["floor_us"].sum()
+        if name == "et":
+            assert opt["covered"].all() and opt["bytes"].iloc[0] == opt_bytes
+            assert opt["floor_us"].iloc[0] == pytest.approx(opt_bytes / HBM * 1e6)
+        else:
+            assert not opt["covered"].any() and opt["floor_us"].isna().all()
+    assert floors["et"] - floors["no_et"] == pytest.approx(opt_bytes / HBM * 1e6, rel=1e-6)

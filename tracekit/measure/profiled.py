@@ -5,7 +5,8 @@ The step runs ``hot`` times back to back, then ``cold`` times with the cache flu
 ``ProfilerStep`` of a ``capture.session.Session`` (the machinery ``tracekit capture`` uses), with a sync
 before and after it, so steps do not overlap. The bundle is explained (``analyze_path``) like any other:
 per step, the kernel time is the sum of the profiler's kernel durations (CPU ops on a CPU), the floor
-the sum of the costed kernels' floors, and the host figures come from ``report.document.step_table``.
+the sum of the costed kernels' floors (the execution trace is recorded, so a fused or foreach optimizer's
+tensor lists are costed), and the host figures come from ``report.document.step_table``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ def profile(step: Step, clock: Clock, hot: int, cold: int, flush_bytes: int, kee
     torch = step.torch
     folder = Path(keep).absolute() if keep else Path(tempfile.mkdtemp(prefix="tracekit-measure-"))
     folder.mkdir(parents=True, exist_ok=True)
-    session = Session(folder, quiet=True, execution_trace=False, modules=False,     # floors need no modules
+    # the execution trace, as `tracekit capture` records it: tensor lists (a fused/foreach optimizer's) and
+    # tensor identities, which the costs and the exact one-kernel floors join; floors need no modules
+    session = Session(folder, quiet=True, execution_trace=True, modules=False,
                       meta={"framework": "torch", "command": ["tracekit measure"], "args": []})
     session.step_rule = "tracekit measure: one call per step"
     buf = torch.empty(flush_bytes, dtype=torch.uint8, device=step.device)
@@ -75,7 +78,8 @@ def profile(step: Step, clock: Clock, hot: int, cold: int, flush_bytes: int, kee
              "note": None if floors else "no floor: no device spec matched (pass --device/--spec, or --floor-us)"}
     breakdown = {k: _median(hot_rows, k) for k in BREAKDOWN}
     breakdown["note"] = ("medians over the hot recorded steps, from the trace alone (explain's per-step host "
-                         "figures): the profiler slows the host side, so launch and host times are upper bounds")
+                         "figures): the profiler and its execution trace slow the host side, so launch and host "
+                         "times are upper bounds")
     return {"scopes": scopes, "floor": floor, "breakdown": breakdown, "trace": str(folder) if keep else None,
             "warnings": list(trace.warnings)}
 

@@ -1,7 +1,10 @@
 """Measure one step in every scope, in an order that keeps the riskier parts last: first call, warm-up,
-③ single call + sync, ② continuous, ④ end to end, ① kernel time hot/cold (profiled), energy, and ②
-under CUDA-graph replay (a failed capture can leave state behind). Then (``script.Measurer``) one more
-call, whose result the script gets, with the arguments as one call leaves them."""
+③ single call + sync, ② continuous, ④ end to end, energy, ① kernel time hot/cold (profiled), and ②
+under CUDA-graph replay (a failed capture can leave state behind). Energy comes before the profiler:
+Kineto leaves CUPTI attached once it stops (unless ``TEARDOWN_CUPTI=1``), which adds host time to every
+later launch (a host-bound decode's calls took 1.36x longer in the energy window than back to back).
+Then (``script.Measurer``) one more call, whose result the script gets, with the arguments as one call
+leaves them."""
 
 from __future__ import annotations
 
@@ -65,6 +68,7 @@ def measure_step(fn, args: tuple, kwargs: dict, o, first_call_s: float | None, f
     calls = o.calls or calls_for(per_call, o.target_s)
     cont = _guard("continuous", "② continuous (back to back)", lambda: continuous(step, clock, o.repeats, calls))
     e2e = _guard("end_to_end", "④ end to end", lambda: end_to_end(step, clock, o.repeats))
+    energy = _energy(step, clock, o, cont)       # before the profiler: CUPTI stays attached after it
     prof = None
     if o.profile:
         _say(o, f"recording {o.profile_steps} hot + {o.profile_steps} cold steps for kernel time and the floor")
@@ -74,7 +78,6 @@ def measure_step(fn, args: tuple, kwargs: dict, o, first_call_s: float | None, f
             prof = profile(step, clock, o.profile_steps, o.profile_steps, flush_bytes, o.keep_trace, o.device, o.spec)
         except Exception as exc:                 # noqa: BLE001
             prof = {"error": f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"}
-    energy = _energy(step, clock, o, cont)
     graph = (_guard("graph_replay", "② continuous under CUDA-graph replay",
                     lambda: graph_replay(step, clock, o.repeats, calls)) if o.graph
              else unavailable("graph_replay", "② continuous under CUDA-graph replay", "--no-graph"))

@@ -92,6 +92,7 @@ class Measurer:
         from tracekit.measure.run import measure_step
 
         self.busy = True
+        self.remove_hooks()          # the global module hooks run at every submodule call: not while measuring
         try:
             step, self.result = measure_step(fn, args, kwargs, self.options, first_call_s, final,
                                              step_rule=self.step_rule, module=module)
