@@ -209,8 +209,7 @@ def distil(recs: list, base: int, marker, fast: bool) -> Piece | None:
                                                   RANGE)}
     _skipped(piece, recs, base, at[NOT_COMPLETE], at[RANGE])
     take = recs.__getitem__                        # (indexing by numpy ints is 3x slower)
-    mtia = at[MTIA]
-    waits = np.array([mtia_kind(recs[i].name) == "wait" for i in mtia.tolist()], dtype=bool)
+    mtia, waits = at[MTIA], np.array([mtia_kind(recs[i].name) == "wait" for i in at[MTIA].tolist()], dtype=bool)
     device = np.sort(np.concatenate([at[DEVICE], mtia[~waits]])) if len(mtia) else at[DEVICE]
     ok = _waits(piece, [recs[i] for i in mtia[waits]], fast)
     ok = ok and _device(piece, list(map(take, device.tolist())), device + base, fast)
