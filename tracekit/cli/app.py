@@ -151,7 +151,7 @@ def explain(
     written = emit(analysis.traces, format.value, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
                    by=(by or By.kernel).value, sort=sort.value, pattern=pattern,
                    devices=specs if devices is not None else None, xlsx=xlsx, width=width,
-                   csv_by=by.value if by is not None else None, depth=depth)
+                   csv_by=by.value if by is not None else None, depth=depth, keep_json=kept is not None)
     if kept is not None and written is not None:
         from tracekit.model import doc_cache
         doc_cache.write(kept, *written)

@@ -242,7 +242,7 @@ def _step_table(trace: Trace, width: int, wide: bool) -> Table:
         return {"step": label(r), "kernels": str(r.kernels), "kernel time": fmt_us(r.kernel_us),
                 "costed": pct(r.costed_pct), "floor": fmt_us(r.floor_us), "gap": fmt_gap(r.gap),
                 "GPU busy": pct(r.busy_pct), "idle": fmt_us(r.idle_us)}
-    cells, n_rows, note = step_cells(list(step_table(trace).itertuples()), STEP_COLUMNS, fill)
+    cells, n_rows, note = step_cells(_Tuples(step_table(trace)), STEP_COLUMNS, fill)
     cols = list(STEP_COLUMNS) if wide else _fit(cells, STEP_COLUMNS, {"step", "kernels", "kernel time"}, width)
     st = Table(title="per step" + note, show_edge=False)
     heads = CPU_HEADINGS if trace.is_cpu_only else {}          # a CPU-only trace: its rows are CPU ops
@@ -252,6 +252,19 @@ def _step_table(trace: Trace, width: int, wide: bool) -> Table:
     for i in range(n_rows):
         st.add_row(*(cells[c][i] for c in cols))
     return st
+
+
+class _Tuples:
+    """A frame's rows as named tuples, each made when read: the table shows 40 of 100k steps."""
+
+    def __init__(self, df: pd.DataFrame):
+        self.df = df
+
+    def __len__(self) -> int:
+        return len(self.df)
+
+    def __getitem__(self, i: int):
+        return next(self.df.iloc[i:i + 1].itertuples())
 
 
 def top_title(trace: Trace, by: str, sort: str, pattern, shown: int, total: int) -> str:
