@@ -52,14 +52,18 @@ def test_the_node_tree_keeps_dense_ids_in_arrays_and_far_ones_aside():
     assert len(tree.parent) == 2 and tree.within(2 ** 40) == (11, 10)
 
 
-def test_many_steps_without_kernels_cost_one_fusion_pass(tmp_path, monkeypatch):
-    # synthetic: 2,000 ProfilerStep annotations and one CPU op (the campaign's 100k-step trace, smaller)
+def _many_steps(path, n: int):
+    """SYNTHETIC: n ProfilerStep annotations and one CPU op (the campaign's 100k-step trace, smaller)."""
     events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "ts": i * 100, "dur": 90,
-               "pid": 1, "tid": 1} for i in range(2000)]
+               "pid": 1, "tid": 1} for i in range(n)]
     events.append({"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 5, "dur": 5, "pid": 1, "tid": 1,
                    "args": {"External id": 1}})
-    path = tmp_path / "steps.json"
     path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_many_steps_without_kernels_cost_one_fusion_pass(tmp_path, monkeypatch):
+    path = _many_steps(tmp_path / "steps.json", 2000)
     from tracekit.fusion import dataflow
     calls = []
     real = dataflow.step_fusion
@@ -126,3 +130,34 @@ def test_a_folder_of_unrelated_json_files_is_no_run_of_ranks(tmp_path):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["trace"].endswith("block_eager.json.gz") and doc["summary"]["kernels_per_step"] == [11] * 5
+
+
+def test_the_document_of_many_empty_steps_takes_less_than_3x_the_input(tmp_path):
+    """Issue 27's memory bound on its 100k-step trace, at 20k steps: building the explain document peaks at
+    under 3x the input's bytes (a dict per step and per fusion record took 15x: 1.9 KB a step against
+    the input's 128 B); its JSON, written in pieces, is the bytes the whole document gives."""
+    import orjson
+
+    from tracekit.analyze import analyze_path
+    from tracekit.report.diagnosis import document
+
+    path = _many_steps(tmp_path / "steps.json", 20_000)
+    [trace] = analyze_path(path)
+    tracemalloc.start()
+    try:
+        doc = document(trace)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * path.stat().st_size, (peak, path.stat().st_size)
+    from tracekit.model.rows import plain
+    from tracekit.outputs import ROWS_PER_PIECE, json_bytes, json_chunks
+    option = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    pieces = list(json_chunks(doc, option))
+    whole = json_bytes(plain(doc), option)
+    assert b"".join(pieces) == whole and max(map(len, pieces)) < len(whole) / 10
+    assert len(orjson.loads(whole)["steps"]) == 20_000 > ROWS_PER_PIECE
+    for real in (EAGER, H200 / "block_eager.json.gz"):            # real traces: one piece per kept row set
+        [t] = analyze_path(real)
+        d = document(t)
+        assert b"".join(json_chunks(d, option)) == json_bytes(plain(d), option)

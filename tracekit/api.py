@@ -86,8 +86,9 @@ class Analysis:
     def documents(self) -> list[dict]:
         """explain's JSON document of each trace (with the diagnosis), as dicts; computed once."""
         if self._docs is None:
+            from tracekit.model.rows import plain
             from tracekit.report.diagnosis import document
-            self._docs = [document(t) for t in self.traces]
+            self._docs = [plain(document(t)) for t in self.traces]
         return self._docs
 
     @property

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterable
 
 from tracekit.errors import TracekitError
+from tracekit.model.rows import Rows
 
 
 def shown(path) -> str:
@@ -196,15 +197,53 @@ def input_paths(*paths) -> list[Path]:
 
 def json_bytes(doc, option: int = 0) -> bytes:
     """``orjson.dumps(doc)``; strings that hold lone surrogates (a file name that is not UTF-8, as Python
-    reads it) are written with backslash escapes instead of failing (orjson refuses them)."""
+    reads it) are written with backslash escapes instead of failing (orjson refuses them). Lazy rows
+    (``model.rows.Rows``) are written as the lists they stand for."""
     import orjson
 
     try:
-        return orjson.dumps(doc, option=option)
+        return orjson.dumps(doc, option=option, default=_as_list)
     except TypeError as exc:
         if "surrogates" not in str(exc):
             raise
-        return orjson.dumps(_escaped(doc), option=option)
+        return orjson.dumps(_escaped(doc), option=option, default=_as_list)
+
+
+ROWS_PER_PIECE = 2048
+
+
+def json_chunks(doc, option: int = 0):
+    """``json_bytes(doc)`` in pieces, the same bytes once joined: a dict holding lazy rows is written key by
+    key and the rows ``ROWS_PER_PIECE`` at a time, so the whole text is never held (an explain document of
+    100k steps is 112 MB of JSON)."""
+    if isinstance(doc, Rows):
+        yield b"["
+        for lo in range(0, len(doc), ROWS_PER_PIECE):
+            piece = json_bytes(doc[lo:lo + ROWS_PER_PIECE], option)
+            yield (b"," if lo else b"") + piece[1:-1]
+        yield b"]"
+    elif isinstance(doc, dict) and _holds_rows(doc):
+        yield b"{"
+        for n, (key, value) in enumerate(doc.items()):
+            yield (b"," if n else b"") + json_bytes({key: None}, option)[1:-5]      # '"key":'
+            yield from json_chunks(value, option)
+        yield b"}"
+    else:
+        yield json_bytes(doc, option)
+
+
+def _holds_rows(value) -> bool:
+    if isinstance(value, Rows):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_rows(v) for v in value.values() if isinstance(v, (dict, Rows)))
+    return False
+
+
+def _as_list(value):
+    if isinstance(value, Rows):
+        return list(value)
+    raise TypeError
 
 
 def _escaped(value):
@@ -212,7 +251,7 @@ def _escaped(value):
         return shown(value)
     if isinstance(value, dict):
         return {_escaped(k): _escaped(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, Rows)):
         return [_escaped(v) for v in value]
     return value
 

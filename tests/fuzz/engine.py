@@ -246,6 +246,7 @@ class Case:
     files: list[Path] = field(default_factory=list)
     expect: set[int] | None = None      # exit codes the input must give (a gate fails closed), if known
     unchanged: dict = field(default_factory=dict)   # file → bytes it must still hold after the run
+    after: object = None                # () -> problems with what the run left (a capture bundle)
 
 
 def _trace_case(rng, workdir: Path, k: int) -> Case:
@@ -348,9 +349,12 @@ def _mlx_case(rng, workdir: Path, k: int) -> Case:
     return Case("mlx", "mlx sidecar/dot", [["explain", str(dot)]], [dot, info])
 
 
-def make_case(rng: random.Random, workdir: Path, k: int) -> Case:
-    from fuzz.hostile import MAKERS                # issue 27's classes
+def make_case(rng: random.Random, workdir: Path, k: int, capture: bool = False) -> Case:
+    """One case; ``capture``: a tenth of them capture a script that misbehaves (needs torch)."""
+    from fuzz.hostile import CAPTURE_MAKERS, MAKERS                # issue 27's classes
 
+    if capture and CAPTURE_MAKERS and rng.random() < 0.1:
+        return rng.choice(CAPTURE_MAKERS)(rng, workdir, k, SOURCES, Case)
     r = rng.random()
     if r < 0.62:
         return _trace_case(rng, workdir, k)
@@ -399,17 +403,33 @@ def _lost(case: Case) -> list[str]:
             if not path.is_file() or path.read_bytes() != data]
 
 
-def problems(out: Outcome) -> list[str]:
+def invoke_subprocess(args: list[str], timeout: float = 120.0) -> Outcome:
+    """``python -m tracekit ARGS`` in a fresh process (capture runs the script it is given: it exits,
+    forks, closes stdout)."""
+    import os
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRACEKIT_DEBUG="1")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "tracekit", *args], capture_output=True, env=env,
+                              timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return Outcome(-1, "", "", TimeoutError(f"no exit after {timeout:g} s"))
+    return Outcome(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+def problems(out: Outcome, script_stderr: bool = False) -> list[str]:
+    """What is wrong with one run; ``script_stderr``: stderr also holds a captured script's own lines."""
     bad = []
     if out.error is not None:
         bad.append(f"internal error: {type(out.error).__name__}: {str(out.error)[:300]}")
-    elif out.code not in (0, 1, 2):
+    elif out.code not in (0, 1, 2) and not script_stderr:          # a captured script's own code passes
         bad.append(f"exit code {out.code}")
     text = out.stdout + out.stderr
     if "Traceback" in text or "internal error" in text:
         bad.append("traceback or internal error in the output")
     for line in out.stderr.splitlines():
-        if not line.startswith("tracekit: "):
+        if not line.startswith("tracekit: ") and not script_stderr:
             bad.append(f"stderr line that is not one 'tracekit: ' line: {line[:120]!r}")
             break
     return bad
@@ -433,6 +453,11 @@ def run_case(case: Case) -> list[str]:
                     json.loads(outs["json"].stdout)
                 except ValueError as exc:
                     bad.append(f"explain -f json wrote invalid JSON ({exc})")
+        elif args[0] == "capture":
+            out = invoke_subprocess(args)
+            bad += [f"capture: {p}" for p in problems(out, script_stderr=True)]
+            if case.expect is not None and out.code not in case.expect:
+                bad.append(f"capture: exit {out.code}, expected {sorted(case.expect)}")
         else:
             out = invoke(args)
             bad += [f"{args[0]}: {p}" for p in problems(out)]
@@ -444,21 +469,24 @@ def run_case(case: Case) -> list[str]:
                     xml.dom.minidom.parseString(out.stdout.encode())
                 except Exception as exc:  # noqa: BLE001 - any parser error is the finding
                     bad.append(f"check -f junit wrote invalid XML ({exc})")
-    return bad + _lost(case)
+    return bad + _lost(case) + (case.after() if case.after else [])
 
 
-def fuzz(n: int, seed: int, workdir: Path, on_case=None) -> dict:
-    """Run ``n`` cases; returns figures and the failures (case note, command, problems, kept file)."""
+def fuzz(n: int, seed: int, workdir: Path, on_case=None, make=None) -> dict:
+    """Run ``n`` cases (made by ``make(rng, workdir, k)``, default ``make_case``); returns figures and the
+    failures (case note, command, problems, kept file)."""
+    make = make or make_case
     rng = random.Random(seed)
     failures, t0, slowest = [], time.perf_counter(), (0.0, "")
     for k in range(n):
         case_dir = workdir / f"c{k}"
         case_dir.mkdir(parents=True, exist_ok=True)
-        case = make_case(rng, case_dir, k)
+        case = make(rng, case_dir, k)
         t = time.perf_counter()
         bad = run_case(case)
         dt = time.perf_counter() - t
-        slowest = max(slowest, (dt, f"{case.kind}: {case.note}"))
+        if case.kind != "capture":          # a capture starts Python and imports torch: seconds by itself
+            slowest = max(slowest, (dt, f"{case.kind}: {case.note}"))
         if bad:
             failures.append({"case": k, "kind": case.kind, "note": case.note, "commands": case.commands,
                              "problems": bad})

@@ -48,6 +48,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)))
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds one case may take (a hang beyond)")
     ap.add_argument("--keep", default="fuzz-failures", help="folder for failing inputs")
+    ap.add_argument("--capture", action="store_true",
+                    help="a tenth of the cases capture a misbehaving torch script (5-10 s each)")
     args = ap.parse_args()
     engine.invoke(["--help"])                         # import everything once, before forking
     work = Path(tempfile.mkdtemp(prefix="tracekit-fuzz-"))
@@ -58,7 +60,7 @@ def main() -> int:
         while k < args.cases and len(running) < args.jobs:
             case_dir = work / f"c{k}"
             case_dir.mkdir()
-            case = engine.make_case(rng, case_dir, k)
+            case = engine.make_case(rng, case_dir, k, capture=args.capture)
             pid, fd = _start(case)
             running[fd] = (pid, k, case, case_dir, time.perf_counter(), bytearray())
             k += 1

@@ -72,7 +72,7 @@ def explain_run(trace: str, format: str = "table", step_marker: str | None = Non
     written = emit(analysis.traces, format, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
                    by=by or "kernel", sort=sort, pattern=pattern,
                    devices=specs if devices is not None else None, xlsx=xlsx, width=width,
-                   csv_by=by, depth=depth)
+                   csv_by=by, depth=depth, keep_json=kept is not None)
     if kept is not None and written is not None:
         from tracekit.model import doc_cache
         doc_cache.write(kept, *written)

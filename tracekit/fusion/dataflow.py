@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from tracekit.fusion.exact import as_tensor, step_dataflow
 from tracekit.fusion.nodes import Node, build_nodes, content_key, group_nodes, step_rows
+from tracekit.model.rows import Rows
 from tracekit.ops import IO, Tensor
 
 
@@ -262,7 +263,6 @@ def fusion_summary(trace) -> dict:
     """Summary keys for the JSON contract: per step kernels, fused ops, fusion ratio, headroom."""
     df = trace.kernels
     indices = [s.index for s in trace.steps] or [0]
-    per = []
     rows = step_rows(df)
     memo: dict = {}
     by_step: dict = {}                        # step -> (categories, fused_ops lists) in table order
@@ -270,10 +270,13 @@ def fusion_summary(trace) -> dict:
         got = by_step.setdefault(step, ([], []))
         got[0].append(cat)
         got[1].append(ops)
-    empty = None                              # one step without rows stands for all of them
+    kept, empty = {}, None                    # one step without rows stands for all of them
     same: dict = {}                           # content_key -> the step's figures
-    for k in indices:
+    for i, k in enumerate(indices):
         categories, fused = by_step.get(k, ([], []))
+        if not fused and not rows.get(k):
+            empty = empty or _step_figures(step_fusion(trace, k, rows=[], memo=memo))
+            continue
         known = known_fused_ops(fused)
         cats = {}
         for cat, ops in zip(categories, fused):
@@ -287,12 +290,19 @@ def fusion_summary(trace) -> dict:
                 f = same[key] = _step_figures(step_fusion(trace, k, rows=rows[k], memo=memo))
         else:
             f = empty = empty or _step_figures(step_fusion(trace, k, rows=[], memo=memo))
-        per.append(dict(step=k, kernels=len(fused), op_calls=f["op_calls"],
-                        fused_ops=fused_op_count(known), kernels_unknown_ops=len(fused) - len(known),
-                        aten_ops_per_kernel=(sum(len(o) for o in known) / len(known)) if known else None,
-                        by_category=cats, **f["rest"]))
-    return {"fusion_headroom_bytes": [p["headroom_bytes"] for p in per],
-            "fused_floor_us_per_step": [p["fused_floor_us"] for p in per],
-            "fused_floor_kind_per_step": [p["fused_floor_kind"] for p in per],
-            "fusion_rule": [p["rule"] for p in per],
+        kept[i] = _fusion_row(k, f, fused, known, cats)
+    template = _fusion_row(None, empty, [], [], {}) if empty is not None else {}
+    per = Rows(len(indices), template, {"step": indices}, kept)     # empty steps made when read (model.rows)
+    return {"fusion_headroom_bytes": per.values("headroom_bytes"),
+            "fused_floor_us_per_step": per.values("fused_floor_us"),
+            "fused_floor_kind_per_step": per.values("fused_floor_kind"),
+            "fusion_rule": per.values("rule"),
             "fusion_per_step": per}
+
+
+def _fusion_row(k, f: dict, fused: list, known: list, cats: dict) -> dict:
+    """One step's ``fusion_per_step`` record (``f``: ``_step_figures``)."""
+    return dict(step=k, kernels=len(fused), op_calls=f["op_calls"],
+                fused_ops=fused_op_count(known), kernels_unknown_ops=len(fused) - len(known),
+                aten_ops_per_kernel=(sum(len(o) for o in known) / len(known)) if known else None,
+                by_category=cats, **f["rest"])

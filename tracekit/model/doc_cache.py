@@ -94,8 +94,9 @@ def read(k: str | None) -> tuple[bytes, list[str]] | None:
     return body, warnings
 
 
-def write(k: str | None, out: bytes, warnings: list[str]) -> None:
-    """Keep ``out`` (and the warning lines) under ``k``; nothing when the folder cannot be written."""
+def write(k: str | None, out, warnings: list[str]) -> None:
+    """Keep ``out`` (bytes, or a list of pieces) and the warning lines under ``k``; nothing when the folder
+    cannot be written."""
     if k is None:
         return
     target = _path(k)
@@ -104,7 +105,9 @@ def write(k: str | None, out: bytes, warnings: list[str]) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{k}.", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(orjson.dumps(warnings) + b"\n" + out)
+                f.write(orjson.dumps(warnings) + b"\n")
+                for piece in [out] if isinstance(out, (bytes, bytearray, memoryview)) else out:
+                    f.write(piece)
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):

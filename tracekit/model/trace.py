@@ -16,7 +16,7 @@ from tracekit.errors import TracekitError
 from tracekit.model.schema import KERNEL_COLUMNS  # noqa: F401  (loaders build rows in this order)
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     """One step: a ProfilerStep#N range, a --step-marker match, or the whole trace."""
 

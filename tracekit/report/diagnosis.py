@@ -21,6 +21,7 @@ import math
 from collections import defaultdict
 from statistics import median
 
+from tracekit.model.rows import Rows
 from tracekit.report.fmt import compact_name, fmt_us
 
 BUSY_HOST = 50.0          # GPU busy % below which the host, not the kernels, sets the step's time
@@ -67,14 +68,23 @@ def _gaps(kernels: list[dict]) -> list[float]:
     return gaps
 
 
+def _columns(steps):
+    """key -> that key of every step row: a lazy ``Rows`` gives its column without making the rows."""
+    if isinstance(steps, Rows):
+        return steps.values
+    return lambda key: [st.get(key) for st in steps]
+
+
 def facts_of(doc: dict, launch_us: float | None = None) -> dict:
     """The numbers the diagnosis rests on (per step: means over the document's steps)."""
     steps = doc.get("steps") or []
     s = doc.get("summary") or {}
     n = max(1, len(steps))
     kernels = doc.get("kernels") or []
-    step_ids = {st["step"] for st in steps}
-    in_steps = [k for k in kernels if k.get("step") in step_ids] if step_ids else kernels
+    col = _columns(steps)
+    kernel_steps = {k.get("step") for k in kernels}
+    step_ids = {k for k in col("step") if k in kernel_steps}          # the steps that hold kernels
+    in_steps = [k for k in kernels if k.get("step") in step_ids] if len(steps) else kernels
     by_step = defaultdict(list)
     for k in in_steps:
         by_step[k.get("step")].append(k)
@@ -83,15 +93,15 @@ def facts_of(doc: dict, launch_us: float | None = None) -> dict:
     largest = [max(step_gaps, default=0.0) for step_gaps in per_step]
     idle = sum(gaps)
     durs = [d for d in (_num(k.get("dur_us")) for k in in_steps) if d is not None]
-    kernel_us = _mean(st.get("kernel_us") for st in steps)
-    window = sum(_num(st.get("window_us")) or 0.0 for st in steps)
-    busy_us = window - sum(_num(st.get("idle_us")) or 0.0 for st in steps)
+    kernel_us = _mean(col("kernel_us"))
+    window = sum(_num(x) or 0.0 for x in col("window_us"))
+    busy_us = window - sum(_num(x) or 0.0 for x in col("idle_us"))
     launch = [k for k in in_steps if k.get("bound") == "launch"]
     small = [k for k in in_steps if _unfused_memory(k)]
     fused = _mean(s.get("fused_floor_us_per_step") or [])
     kinds = sorted({k for k in (s.get("fused_floor_kind_per_step") or []) if k})
-    floor = _mean(st.get("floor_us") for st in steps)
-    costed_us = _mean(st.get("costed_us") for st in steps)
+    floor = _mean(col("floor_us"))
+    costed_us = _mean(col("costed_us"))
     return {
         "steps": len(steps),
         "timed": bool(durs),

@@ -9,9 +9,11 @@ import orjson
 import pandas as pd
 
 from tracekit.fusion.dataflow import fused_op_count, fusion_summary
+from tracekit.load.runtime import HOST_FIGURES, host_columns
+from tracekit.model.rows import Rows
 from tracekit.model.trace import Trace
 from tracekit.report.phases import graph_replay_steps, phase_rows, step_phases
-from tracekit.outputs import shown
+from tracekit.outputs import json_bytes, shown
 
 KERNEL_FIELDS = ["name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "gap_floor_us", "covered",
                  "l2", "l2_floor_us", "fused_ops", "kind", "step", "start_us", "stream", "device", "dtype", "compute_unit",
@@ -34,21 +36,25 @@ def _clean(value):
 
 # where a step's time goes on the host (load/runtime.py): the step's wall time, launch calls and the CPU
 # time in them, host time between launches, time in *Synchronize calls, all runtime/driver time
-HOST_FIELDS = ("wall_us", "launches", "launch_us", "host_us", "sync_us", "runtime_us")
+HOST_FIELDS = HOST_FIGURES
 
 
 def step_table(trace: Trace) -> pd.DataFrame:
     """One row per step: kernels, kernel time, floor sum, gap, GPU busy % and idle time between kernels,
     and the host side: wall time, launches, CPU time in launches, host time between them, syncs."""
-    return pd.DataFrame(step_records(trace))
+    rows = step_records(trace)
+    return pd.DataFrame({k: rows.values(k) for k in rows.keys()})       # by column: no dict per step
 
 
-def step_records(trace: Trace) -> list[dict]:
-    """``step_table``'s rows as dicts of plain Python values (NaN as None): what the JSON writes."""
+def step_records(trace: Trace, phases: dict | None = None, replays: dict | None = None) -> Rows:
+    """``step_table``'s rows as dicts of plain Python values (NaN as None): what the JSON writes. ``phases``
+    (step index -> phase, tokens; ``report.phases.step_phases``) adds those two keys to every row,
+    ``replays`` (step index -> keys) its keys to a step's row. A step without kernels is made from one
+    template when read (``model.rows``): 100k empty steps cost no dict each."""
     df = trace.kernels
-    rows = []
-    host = trace.metadata.get("runtime_per_step") or {}      # load/runtime.py: launches, host time per step
+    replays = replays or {}
     indices = [s.index for s in trace.steps] or [0]
+    host = host_columns(trace.metadata.get("runtime_per_step") or {}, indices)   # load/runtime.py: launches, ...
     names = {s.index: s.name for s in trace.steps}
     step = df["step"].to_numpy()
     order = np.argsort(step, kind="stable")                  # each step's rows together, in table order
@@ -56,11 +62,9 @@ def step_records(trace: Trace) -> list[dict]:
     dur_all, start_all = df["dur_us"].to_numpy(dtype=float), df["start_us"].to_numpy(dtype=float)
     floor_all, covered_all = df["floor_us"].to_numpy(dtype=float), df["covered"].to_numpy(dtype=bool)
     fused_all = df["fused_ops"].tolist()
-    for k, lo, hi in zip(indices, bounds[0].tolist(), bounds[1].tolist()):
-        if hi == lo or k < 0:                 # a step without kernels (100k of them: no numpy per step)
-            rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=0, kernel_us=0.0, floor_us=None,
-                             costed_us=0.0, gap=None, costed_pct=None, busy_pct=None, idle_us=None, window_us=0.0,
-                             fused_ops=0, **{f: (host.get(k) or {}).get(f) for f in HOST_FIELDS}))
+    kept = {}
+    for i, (k, lo, hi) in enumerate(zip(indices, bounds[0].tolist(), bounds[1].tolist())):
+        if hi == lo or k < 0:                 # a step without kernels: made from the template when read
             continue
         at = order[lo:hi]
         dur = dur_all[at]
@@ -69,14 +73,28 @@ def step_records(trace: Trace) -> list[dict]:
         costed_us = float(dur[covered_all[at]].sum())
         busy, window = _busy(start_all[at], dur)
         total = float(dur.sum())
-        rows.append(dict(step=k, name=names.get(k, "whole trace"), kernels=len(at), kernel_us=total,
-                         floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor else None,
-                         costed_pct=(100.0 * costed_us / total) if total > 0 else None,
-                         busy_pct=(100.0 * busy / window) if window > 0 else None,
-                         idle_us=(window - busy) if window > 0 else None, window_us=window,
-                         fused_ops=fused_op_count(fused_all[i] for i in at.tolist()),
-                         **{f: (host.get(k) or {}).get(f) for f in HOST_FIELDS}))
-    return rows
+        kept[i] = dict(step=k, name=names.get(k, "whole trace"), kernels=len(at), kernel_us=total,
+                       floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor else None,
+                       costed_pct=(100.0 * costed_us / total) if total > 0 else None,
+                       busy_pct=(100.0 * busy / window) if window > 0 else None,
+                       idle_us=(window - busy) if window > 0 else None, window_us=window,
+                       fused_ops=fused_op_count(fused_all[j] for j in at.tolist()),
+                       **{f: host[f][i] for f in HOST_FIELDS})
+        if phases is not None:
+            kept[i].update(phase=phases.get(k, {}).get("phase"), tokens=phases.get(k, {}).get("tokens"))
+        kept[i].update(replays.get(k, {}))
+    template = dict(step=None, name=None, kernels=0, kernel_us=0.0, floor_us=None, costed_us=0.0, gap=None,
+                    costed_pct=None, busy_pct=None, idle_us=None, window_us=0.0, fused_ops=0,
+                    **{f: None for f in HOST_FIELDS})
+    columns = {"step": indices, "name": [names.get(k, "whole trace") for k in indices],
+               **{f: host[f] for f in HOST_FIELDS}}
+    if phases is not None:
+        template.update(phase=None, tokens=None)
+        for key in ("phase", "tokens"):
+            if any(v.get(key) is not None for v in phases.values()):
+                columns[key] = [phases.get(k, {}).get(key) for k in indices]
+    more = {i: replays[k] for i, k in enumerate(indices) if i not in kept and replays.get(k)}
+    return Rows(len(indices), template, columns, kept, more)
 
 
 def _busy(start: np.ndarray, dur: np.ndarray) -> tuple[float, float]:
@@ -102,11 +120,8 @@ def explain_dict(trace: Trace) -> dict:
               "spec": spec.id if spec else None,
               "spec_name": spec.name if spec else None,
               "spec_path": shown(spec.path) if spec else None}
-    step_rows = step_records(trace)
-    found, replays = step_phases(trace), graph_replay_steps(trace)
-    for r in step_rows:            # serving: the step's phase and tokens, its graph replays' match share
-        r.update({"phase": found.get(r["step"], {}).get("phase"), "tokens": found.get(r["step"], {}).get("tokens")},
-                 **replays.get(r["step"], {}))
+    # serving: each step's phase and tokens, its graph replays' match share
+    step_rows = step_records(trace, step_phases(trace), graph_replay_steps(trace))
     in_steps = df[df["step"] >= 0] if trace.steps else df         # per-step figures: the steps' kernels only
     by_cat = in_steps.groupby("category")["dur_us"].agg(["count", "sum"]) if len(in_steps) else None
     n_steps = max(1, len(trace.steps))
@@ -115,14 +130,14 @@ def explain_dict(trace: Trace) -> dict:
         "step_rule": trace.step_rule,
         "kernels": len(df),
         "kernels_outside_steps": int((df["step"] < 0).sum()) if len(df) else 0,
-        "kernels_per_step": [r["kernels"] for r in step_rows],
-        "kernel_us_per_step": [r["kernel_us"] for r in step_rows],
-        "floor_us_per_step": [r["floor_us"] for r in step_rows],
-        "gap_per_step": [r["gap"] for r in step_rows],
-        "costed_pct_per_step": [r["costed_pct"] for r in step_rows],
-        "busy_pct_per_step": [r["busy_pct"] for r in step_rows],
-        "idle_us_per_step": [r["idle_us"] for r in step_rows],
-        **{f"{f}_per_step": [r[f] for r in step_rows] for f in HOST_FIELDS},
+        "kernels_per_step": step_rows.values("kernels"),
+        "kernel_us_per_step": step_rows.values("kernel_us"),
+        "floor_us_per_step": step_rows.values("floor_us"),
+        "gap_per_step": step_rows.values("gap"),
+        "costed_pct_per_step": step_rows.values("costed_pct"),
+        "busy_pct_per_step": step_rows.values("busy_pct"),
+        "idle_us_per_step": step_rows.values("idle_us"),
+        **{f"{f}_per_step": step_rows.values(f) for f in HOST_FIELDS},
         "kernel_us_total": float(df["dur_us"].sum()) if len(df) else 0.0,
         # time set against a floor: a kernel's own, or its op call's (a cuDNN call's memset, an optimizer's chunks)
         "costed_time_pct": _clean(100.0 * df.loc[df["covered"], "dur_us"].sum() / df["dur_us"].sum())
@@ -145,7 +160,7 @@ def to_json(traces: list[Trace]) -> bytes:
         doc = explain_dict(traces[0])
     else:
         doc = {"graphs": [explain_dict(t) for t in traces]}
-    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    return json_bytes(doc, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
 
 
 CSV_FIELDS = ["step", "name", "category", "op", "dur_us", "flops", "bytes", "floor_us", "bound", "gap", "dtype",

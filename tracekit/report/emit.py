@@ -11,13 +11,14 @@ import orjson
 from tracekit.errors import TracekitError, one_line, warn
 from tracekit.model.trace import Trace
 from tracekit.report.diagnosis import document
-from tracekit.outputs import json_bytes
+from tracekit.outputs import json_chunks
 
 
 def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wide: bool = False,
          html: str | None = None, perfetto: str | None = None, by: str = "kernel", sort: str = "time",
          pattern=None, devices: list | None = None, xlsx: str | None = None, width: int | None = None,
-         csv_by: str | None = None, depth: int | None = None) -> tuple[bytes, list[str]] | None:
+         csv_by: str | None = None, depth: int | None = None,
+         keep_json: bool = True) -> tuple[list[bytes], list[str]] | None:
     """Write one format to stdout and the --html / --perfetto files; warnings go to stderr. ``by``,
     ``sort``, ``pattern`` (a ``limits.UserRegex``): what the top table of the table and Markdown formats
     shows (JSON, CSV and HTML keep every kernel). ``devices`` (specs, explain --devices): stdout holds
@@ -25,8 +26,9 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
     ``xlsx``: also write a workbook, one sheet per table (``report.export``); ``width``: the table's
     width in cells (default: the terminal's, else $COLUMNS, else 200); ``csv_by``: CSV rows grouped by
     kernel, op or category (None: one row per kernel execution). ``by`` "module": the module tree
-    (``report.tree_view``) in every format, ``depth`` levels in the table. Returns the JSON written and the
-    warning lines of a plain JSON explain (what ``model.doc_cache`` keeps), else None."""
+    (``report.tree_view``) in every format, ``depth`` levels in the table. Returns the JSON written (its
+    pieces) and the warning lines of a plain JSON explain when ``keep_json`` (what ``model.doc_cache``
+    keeps), else None."""
     trees = _module_trees(traces) if by == "module" else None
     lines = list(dict.fromkeys(f"tracekit: warning: {one_line(w, 500)}" for t in traces for w in t.warnings))
     for t in traces:
@@ -56,10 +58,16 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
         write_devices(traces, docs, devices, fmt, top)
     elif fmt == "json":
         doc = docs[0] if len(docs) == 1 else {"graphs": docs}
-        out = json_bytes(doc, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n"
-        sys.stdout.buffer.write(out)
+        del docs
+        keep = keep_json and not (html or perfetto or xlsx or devices is not None or trees is not None)
+        pieces = []                                     # written as made: the whole text is never held
+        for piece in json_chunks(doc, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS):
+            sys.stdout.buffer.write(piece)
+            if keep:
+                pieces.append(piece)
+        sys.stdout.buffer.write(b"\n")
         sys.stdout.flush()
-        return (out, lines) if not (html or perfetto or xlsx or devices is not None or trees is not None) else None
+        return (pieces + [b"\n"], lines) if keep else None
     elif fmt == "csv":
         if trees is not None:
             from tracekit.report.tree_view import modules_csv

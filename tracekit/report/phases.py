@@ -36,8 +36,12 @@ def _dims(value, k: int):
     return None
 
 
+NO_PHASE = {"phase": None, "tokens": None, "source": None}
+
+
 def step_phases(trace: Trace) -> dict[int, dict]:
-    """step index → {phase, tokens, source} for every step (phase None when neither says)."""
+    """step index → {phase, tokens, source} for the steps an annotation or the shapes place (a step that
+    neither places is absent: read with ``.get``; 100k steps of a trace without phases hold nothing)."""
     out = {}
     df = trace.kernels
     shapes = _shape_phases(df)
@@ -45,10 +49,10 @@ def step_phases(trace: Trace) -> dict[int, dict]:
         e = parse(s.name)
         if e is not None:
             out[s.index] = {"phase": e.phase, "tokens": e.tokens, "source": f"annotation ({e.family})"}
-        else:
-            out[s.index] = shapes.get(s.index, {"phase": None, "tokens": None, "source": None})
+        elif s.index in shapes:
+            out[s.index] = shapes[s.index]
     if not trace.steps:
-        out[0] = shapes.get(0, {"phase": None, "tokens": None, "source": None})
+        out[0] = shapes.get(0, NO_PHASE)
     return out
 
 
