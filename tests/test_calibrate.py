@@ -50,8 +50,10 @@ def test_cpu_quick_values_are_plausible_and_marked_measured(cpu_run):
     assert spec.id == "this_cpu" and spec.vendor == "cpu" and spec.match == ()
     assert 0.5 <= spec.bandwidth_gbs <= 500                       # GB/s, bytes read + written
     assert 0.5 <= spec.elementwise_gbs <= 500
-    assert 0.001 <= spec.peak("fp32") <= 20                       # 1 GFLOP/s .. 20 TFLOP/s
-    assert 0.0005 <= spec.peak("fp64") <= 20
+    # rates a loaded 2-core runner can measure (0.35 GFLOP/s fp32 beside another test run) up to 20 TFLOP/s;
+    # the low end is the spec loader's own (devices.SANE_RANGE): what calibrate may write
+    assert 1e-6 <= spec.peak("fp32") <= 20
+    assert 1e-6 <= spec.peak("fp64") <= 20
     assert 0.05 <= spec.launch_us <= 1000                         # µs per op on a CPU
     assert set(spec.measured) >= {"peak.fp32", "peak.fp64", "memory.bandwidth_gbs", "launch.kernel_us"}
     assert spec.kinds.get("memory.l2_bytes", "device") == "device"
@@ -84,9 +86,10 @@ def test_cpu_spec_drives_explain_floors(cpu_run):
         assert k["flops"] == 8_388_608 and k["bytes"] == 393_216
         assert k["floor_us"] == pytest.approx(max(8_388_608 / (fp32 * 1e6), 393_216 / (bw * 1e3)), rel=1e-9)
     for k in relus:
-        floor = max(16_384 / (fp32 * 1e6), 131_072 / (bw * 1e3))
+        compute, memory = 16_384 / (fp32 * 1e6), 131_072 / (bw * 1e3)
+        floor = max(compute, memory)
         assert k["floor_us"] == pytest.approx(floor, rel=1e-9)
-        assert k["bound"] == ("launch" if floor < launch else "memory")
+        assert k["bound"] == ("launch" if floor < launch else "compute" if compute > memory else "memory")
 
 
 def test_toml_on_stdout_without_out_and_json_format(tmp_path):
