@@ -118,7 +118,8 @@ def test_python_dash_m_and_the_console_script_take_the_fast_path():
 
 
 PROBE = ("import os, sys; import tracekit.cli.main as m; "
-         "m.run = lambda argv: print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules) or 0; m.main()")
+         "m._dispatch = lambda argv, fast: print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules) "
+         "or 0; m.main()")
 
 
 def test_the_fast_path_starts_one_blas_thread_unless_told_otherwise():

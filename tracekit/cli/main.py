@@ -75,7 +75,11 @@ def run(args: Optional[list[str]] = None) -> int:
     """Run the CLI on ``args`` (default: ``sys.argv[1:]``) and return the exit status, as
     ``cli.app.run`` does (warnings held to the end: tracekit.cli.held_warnings)."""
     argv = sys.argv[1:] if args is None else [str(a) for a in args]
-    fast = fast_explain(argv)
+    return _dispatch(argv, fast_explain(argv))
+
+
+def _dispatch(argv: list[str], fast: Optional[dict]) -> int:
+    """``argv`` run by the fast path when ``fast`` (its parsed arguments), else by the typer app."""
     if fast is None:
         from tracekit.cli.app import run as typer_run
         return typer_run(argv)
@@ -135,13 +139,14 @@ def main() -> None:
     are flushed, the process exits without tearing down its heap (freeing the tables, modules and a
     last collection: ~0.1 s of a 1.1 s explain), unless a thread or a worker process is still about."""
     argv = sys.argv[1:]
-    if fast_explain(argv) is None:
-        sys.exit(run(argv))
+    fast = fast_explain(argv)
+    if fast is None:
+        sys.exit(_dispatch(argv, None))
     import gc
 
     gc.disable()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")    # numpy's BLAS threads: started at import, never used
-    code = run(argv)
+    code = _dispatch(argv, fast)
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -211,7 +211,7 @@ def distil(recs: list, base: int, marker, fast: bool) -> Piece | None:
     take = recs.__getitem__                        # (indexing by numpy ints is 3x slower)
     mtia, waits = at[MTIA], np.array([mtia_kind(recs[i].name) == "wait" for i in at[MTIA].tolist()], dtype=bool)
     device = np.sort(np.concatenate([at[DEVICE], mtia[~waits]])) if len(mtia) else at[DEVICE]
-    ok = _waits(piece, [recs[i] for i in mtia[waits]], fast)
+    ok = _waits(piece, list(map(take, mtia[waits].tolist())), fast)
     ok = ok and _device(piece, list(map(take, device.tolist())), device + base, fast)
     ok = ok and _launches(piece, list(map(take, at[LAUNCH].tolist())), at[LAUNCH] + base, fast)
     ok = ok and _cpu_ops(piece, list(map(take, at[CPU_OP].tolist())), at[CPU_OP] + base, marker, fast)
@@ -234,10 +234,10 @@ def _skipped(piece: Piece, recs: list, base: int, not_complete, ranges=()) -> No
 
 def _waits(piece: Piece, ev: list, fast: bool) -> bool:
     """MTIA stream waits and event records: kept as (ts, dur, name) for the loader's count, not as rows."""
-    times = _times(ev, fast)
-    if times is None or not _names_ok([e.name for e in ev], fast):
+    times, names = _times(ev, fast), [e.name for e in ev]
+    if times is None or not _names_ok(names, fast):
         return False
-    piece.waits += zip(times[0].tolist(), times[1].tolist(), [e.name for e in ev])
+    piece.waits += zip(times[0].tolist(), times[1].tolist(), names)
     return True
 
 
