@@ -18,6 +18,7 @@ import pytest
 from conftest import H200, PEERS, ROOT
 from tracekit.load import chunks, reader
 from tracekit.load.kineto import _steps, load_trace
+from tracekit.outputs import ROWS_PER_PIECE, json_bytes, json_chunks
 
 BIG = ROOT / "bench" / "traces" / "big_train_24layers_6steps.json.gz"     # 42.3 MB of JSON, 6 steps
 
@@ -111,3 +112,14 @@ def test_steps_from_columns_keep_the_first_mark_of_each_name_and_start():
     assert rule == "ProfilerStep"
     assert [(s.index, s.name, s.start_us, s.end_us) for s in steps] == [
         (0, "ProfilerStep#0", 100.0, 180.0), (1, "ProfilerStep#1", 200.0, 240.0), (2, "ProfilerStep#2", 300.0, 350.0)]
+
+
+def test_a_long_list_is_written_in_pieces_with_the_same_bytes():
+    """The kernels list of an explain document (9,684 rows, 9.5 MB of JSON for the 42 MB trace) is
+    written ROWS_PER_PIECE rows at a time: the same bytes as one dump, never the whole text at once
+    (SYNTHETIC rows here)."""
+    doc = {"summary": {"steps": 3}, "kernels": [{"name": f"k{i}", "us": i / 7, "shape": [i, None]}
+                                                 for i in range(4 * ROWS_PER_PIECE + 5)]}
+    pieces = list(json_chunks(doc))
+    assert b"".join(pieces) == json_bytes(doc)
+    assert max(map(len, pieces)) < len(json_bytes(doc["kernels"])) / 3
