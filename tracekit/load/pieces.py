@@ -20,7 +20,7 @@ import numpy as np
 from msgspec import UNSET, Raw, UnsetType
 
 from tracekit.load.events import (ANNOTATION, CPU_OP, DEVICE, DEVICE_CATEGORIES, GROUP, LAUNCH, MTIA, NO_ARGS, RANGE,
-                                  NOT_COMPLETE, NOT_X, PYTHON, Args, is_step_name, mtia_kind)
+                                  NOT_COMPLETE, NOT_X, PYTHON, Args, dma_args, dma_name, is_step_name, mtia_kind)
 from tracekit.load.fields import MAX_ABS_TS_US, MAX_DUR_US, grid_value, number
 
 _INT64 = (-(1 << 63), 1 << 63)
@@ -279,8 +279,8 @@ def _device(piece: Piece, ev: list, idx, fast: bool) -> bool:
     mtia = [e.cat not in DEVICE_CATEGORIES for e in ev]             # the rest are mtia_ccp_events
     kinds = [mtia_kind(e.name) if m else DEVICE_CATEGORIES[e.cat] for e, m in zip(ev, mtia)]
     if any(mtia):                       # a DMA request's bytes are its size; its name says its direction
-        args = [a if not (m and k == "memcpy") else _dma_args(a) for a, m, k in zip(args, mtia, kinds)]
-        names = [_dma_name(n, a) if m and k == "memcpy" else n for n, a, m, k in zip(names, args, mtia, kinds)]
+        args = [a if not (m and k == "memcpy") else dma_args(a) for a, m, k in zip(args, mtia, kinds)]
+        names = [dma_name(n, a) if m and k == "memcpy" else n for n, a, m, k in zip(names, args, mtia, kinds)]
     piece.d_idx += idx.tolist()
     piece.d_kind += kinds
     piece.d_own += mtia
@@ -314,18 +314,6 @@ def _device(piece: Piece, ev: list, idx, fast: bool) -> bool:
         piece.notes.append((int(idx[min(bad_grid)]), 2, "{n} device events have a grid or block that is not a list "
                             "of ints: dropped", len(bad_grid)))
     return True
-
-
-def _dma_args(a: Args) -> Args:
-    """An MTIA DMA request's args with its ``size`` as the copy's ``bytes``."""
-    return Args(correlation=a.correlation, external_id=a.external_id, device=a.device, stream=a.stream,
-                bytes=a.size, direction=a.direction)
-
-
-def _dma_name(name, a: Args):
-    """``dma_request (HOST_TO_DEVICE)``: the trace's name with the direction its args give (a copy's cost
-    reads the direction from the name, as from CUDA's ``Memcpy HtoD``)."""
-    return f"{name} ({a.direction})" if isinstance(name, str) and isinstance(a.direction, str) else name
 
 
 def _launches(piece: Piece, ev: list, idx, fast: bool) -> bool:
