@@ -89,6 +89,7 @@ def test_the_floor_of_a_real_a100_all_reduce():
 def test_a_trace_too_large_to_reparse_still_names_its_collectives(monkeypatch):
     """Kernel args are read from a second parse of the file; a trace over the whole-parse limit (read in
     chunks) cannot have one: its collectives fall back to the kernel name and op shapes, no error."""
+    from tracekit import limits
     from tracekit.load import collectives, kineto
 
     path = PEERS / "hta/nccl_parser_config_nccl_data.json.gz"
@@ -99,7 +100,50 @@ def test_a_trace_too_large_to_reparse_still_names_its_collectives(monkeypatch):
     def too_large(*args, **kwargs):
         raise TracekitError(f"{path}: too large to read whole")
     monkeypatch.setattr(kineto, "read_json", too_large)
+    monkeypatch.setattr(limits, "read_input", too_large)          # the light reading of args (collectives._light_args)
     rows = collectives.collective_rows(df, path, 2, None)
     named = [r for r, cat in zip(rows, df["category"]) if cat == "communication"]
     assert len(named) == len(comm) and all(r is None or r["source"].startswith("launching op") for r in named)
     assert any(r is not None and r["name"] == "all_reduce" for r in named)   # ncclKernel_AllReduce_* by name
+
+
+@pytest.mark.parametrize("path", [PEERS / "tracelens/b200__eager_trace.json.gz",         # args in record_param_comms
+                                  PEERS / "hta/nccl_parser_config_nccl_data.json.gz"],    # and in kernel args
+                         ids=lambda p: p.name[:30])
+def test_collective_args_read_lightly_are_the_parsed_documents(monkeypatch, path):
+    """Issue 27: the args of communication kernels and record_param_comms ops are decoded from the text
+    (one small record an event, collectives._light_args), not from the whole document parsed into dicts
+    (~7x its JSON: the B200 trace's 14 MB peaked at 153 MB): the same collectives as from the dicts, on
+    real traces, and the light path is the one taken."""
+    from tracekit.load import collectives
+    from tracekit.load.kineto import read_json, trace_events
+
+    (trace,) = analyze(path)
+    df = trace.kernels
+    taken = []
+    light = collectives._light_args
+    monkeypatch.setattr(collectives, "_light_args", lambda *a: taken.append(1) or light(*a))
+    rows = collectives.collective_rows(df, path, 2, None)
+    assert taken and light(path, {0}) is not None
+    events, _ = trace_events(read_json(path), path)
+    assert rows == collectives.collective_rows(df, path, 2, events)
+    assert any(r is not None and not r["source"].startswith("launching op") for r in rows)     # from args
+
+
+def test_collective_args_fall_back_to_the_parsed_document(tmp_path):
+    """A text the light types refuse (an event that is not an object; SYNTHETIC, from the real NCCL trace)
+    is parsed whole as before: the same collectives."""
+    from tracekit.load import collectives
+    from tracekit.load.kineto import read_json, trace_events
+
+    src = PEERS / "hta/nccl_parser_config_nccl_data.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    doc["traceEvents"].append(7)
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(doc))
+    (trace,) = analyze(src)
+    wanted = {int(i) for i in trace.kernels["event_index"]} - {-1}
+    assert collectives._light_args(path, wanted) is None
+    events, _ = trace_events(read_json(path), path)
+    assert collectives.collective_rows(trace.kernels, path, 2, None) == \
+        collectives.collective_rows(trace.kernels, path, 2, events)

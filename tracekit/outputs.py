@@ -213,10 +213,10 @@ ROWS_PER_PIECE = 2048
 
 
 def json_chunks(doc, option: int = 0):
-    """``json_bytes(doc)`` in pieces, the same bytes once joined: a dict holding lazy rows is written key by
-    key and the rows ``ROWS_PER_PIECE`` at a time, so the whole text is never held (an explain document of
-    100k steps is 112 MB of JSON)."""
-    if isinstance(doc, Rows):
+    """``json_bytes(doc)`` in pieces, the same bytes once joined: a dict holding lazy rows or a long list is
+    written key by key and the rows ``ROWS_PER_PIECE`` at a time, so the whole text is never held (an
+    explain document of 100k steps is 112 MB of JSON; the 9,684 kernels of a 42 MB trace 9.5 MB)."""
+    if isinstance(doc, Rows) or (type(doc) is list and len(doc) > ROWS_PER_PIECE):
         yield b"["
         for lo in range(0, len(doc), ROWS_PER_PIECE):
             piece = json_bytes(doc[lo:lo + ROWS_PER_PIECE], option)
@@ -233,10 +233,10 @@ def json_chunks(doc, option: int = 0):
 
 
 def _holds_rows(value) -> bool:
-    if isinstance(value, Rows):
+    if isinstance(value, Rows) or (type(value) is list and len(value) > ROWS_PER_PIECE):
         return True
     if isinstance(value, dict):
-        return any(_holds_rows(v) for v in value.values() if isinstance(v, (dict, Rows)))
+        return any(_holds_rows(v) for v in value.values() if isinstance(v, (dict, Rows, list)))
     return False
 
 

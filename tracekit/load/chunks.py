@@ -5,10 +5,11 @@ bounds). The fields before ``traceEvents`` are decoded once; then, repeatedly, a
 of the event array are cut at a comma between two events (``}`` ``,`` ``{``; a comma inside a string
 or a nested object is caught because the chunk does not decode, and the one before is tried), decoded
 in place a few MiB at a time (``parts.decode_in_place``: each part distilled and compact, its op shape
-text copied out, names and threads shared, ``pieces.compact``), and the chunk's text is dropped. The
-last chunk is decoded together with the fields after the array. Memory holds one chunk's text, one
-part's records and the columns kept so far (docs/performance.md gives the figures), never the
-whole document.
+text copied out, names and threads shared, ``pieces.compact``), and the chunk's text is dropped. At the
+end of the stream all but its last ``TAIL`` bytes are cut the same way; that last stretch is copied
+once and decoded together with the fields after the array. Memory holds one chunk's text, one part's
+records and the columns kept so far (docs/performance.md gives the figures), never the whole
+document.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from tracekit.load.events import CPU_OP_CATEGORIES, DEVICE_CATEGORIES, FAST_ERRO
 from tracekit.load.pieces import Piece, compact, distil, packed_piece
 from tracekit.load.parts import decode_in_place, separators
 
-CHUNK = 32 << 20                        # bytes of event text held at a time
+CHUNK = 4 << 20                         # bytes of event text held at a time
+TAIL = 1 << 20                          # text kept past a cut: the last stretch, copied once, is at most 2x this
 MAX_EVENT = 1 << 30                     # one event's text may take this much (a longer one is refused)
 HEAD_LIMIT = 256 << 20                  # the traceEvents array must start within this many bytes
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -48,13 +50,18 @@ def read_chunked(path: Path, buf: bytearray, blocks: Iterator[bytes], marker) ->
     cuts: list[tuple[int, int]] = []        # (start, end) of each chunk's event text in the JSON stream
     dropped, span = 0, CHUNK                # bytes of the stream before buf[0]; text looked at for a cut
     while True:
-        while len(buf) - pos < span + (1 << 20) and (block := next(blocks, None)) is not None:
+        while len(buf) - pos < span + TAIL and (block := next(blocks, None)) is not None:
             buf += block
-        if len(buf) - pos < span + (1 << 20):
+        ended = len(buf) - pos < span + TAIL
+        if ended and len(buf) - pos > 2 * TAIL:     # the stream's end: cut all but its last MiB as a chunk
+            found = _chunk(path, buf, pos, len(buf) - pos - TAIL, total.n_events, marker, shared)
+            ended = found is None
+        elif not ended:
+            found = _chunk(path, buf, pos, span, total.n_events, marker, shared)
+        if ended:                           # the rest, with the fields after the array: copied once, so kept short
             cuts.append((dropped + pos + 1, -1))
             total.extend(_last(path, buf, pos, bare, total.n_events, marker, shared, meta))
             return total, meta, lambda: _second_pass(path, cuts, bare)
-        found = _chunk(path, buf, pos, span, total.n_events, marker, shared)
         if found is None:                   # no event ends in the span: a longer event, or no events at all
             if span >= MAX_EVENT:
                 raise TracekitError(f"{path}: an event from event #{total.n_events} on is longer than "

@@ -3,15 +3,20 @@
 PyTorch (from 2.1) writes the collective's facts into the NCCL kernel's own args and into the
 ``record_param_comms`` op that launched it (``Collective name``, ``In msg nelems``, ``Out msg nelems``,
 ``dtype``, ``Group size``, ``Process Group Name``). The kernel table keeps neither, so the trace's events
-are read once more, only when it has communication kernels (the cache keeps the result). Older traces
+are read once more, only when it has communication kernels (the cache keeps the result): each event's
+name and args as raw JSON text, only the args needed decoded (``_light_args``; the whole document as
+dicts only when the fast types refuse the text). Older traces
 record only the launching op's shapes and the kernel name (``ncclKernel_SendRecv_...``); the group size
 is then the trace's world size, and ``source`` says so.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import msgspec
+import orjson
 import pandas as pd
 
 from tracekit.ops.collectives import collective_of, element, message_bytes
@@ -71,14 +76,17 @@ def collective_rows(df: pd.DataFrame, path: str | Path, world: int | None, event
     kernel_args: dict[int, dict] = {}
     op_args: dict[object, dict] = {}
     if wanted:
-        if events is None:
+        found = _light_args(Path(path), wanted) if events is None else None
+        if found is not None:
+            kernel_args, op_args = found
+        elif events is None:
             from tracekit.errors import TracekitError
             from tracekit.load.kineto import read_json, trace_events
             try:
                 events, _ = trace_events(read_json(Path(path)), Path(path))
             except TracekitError:           # too large to parse whole (a chunked read): sizes from op shapes
                 events = []
-        for i, e in enumerate(events):
+        for i, e in enumerate(events or ()):
             if not isinstance(e, dict) or not isinstance(e.get("args"), dict):
                 continue
             if i in wanted:
@@ -102,3 +110,52 @@ def world_size(metadata: dict) -> int | None:
     info = metadata.get("distributedInfo")
     size = info.get("world_size") if isinstance(info, dict) else None
     return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
+class _NameArgs(msgspec.Struct):
+    """An event's name and args, left as JSON text (nothing else of the event is decoded)."""
+
+    name: msgspec.Raw = msgspec.Raw(b"null")          # absent reads as null, as .get gives None
+    args: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class _Doc(msgspec.Struct):
+    traceEvents: list[_NameArgs]
+
+
+_RAW_PARAM_COMMS = b'"' + PARAM_COMMS.encode() + b'"'
+_SPACE = re.compile(rb"[ \t\r\n]*")
+
+
+def _light_args(path: Path, wanted: set[int]) -> tuple[dict, dict] | None:
+    """The args ``collective_rows`` reads (the wanted kernels', each record_param_comms op's), decoded
+    from the file's text without making every event a dict: the parsed document took ~7x its JSON (a
+    14 MB trace with NCCL kernels peaked at 154 MB; now the text and a small record an event). None when
+    the fast types refuse the text (the caller parses it as before) or it is too large to hold."""
+    from tracekit.errors import TracekitError
+    from tracekit.limits import read_input
+
+    try:
+        raw = read_input(path, "trace")
+    except TracekitError:
+        return None
+    try:
+        start = _SPACE.match(raw).end()
+        bare = raw[start:start + 1] == b"["
+        events = msgspec.json.decode(raw, type=list[_NameArgs] if bare else _Doc)
+        events = events if bare else events.traceEvents
+        kernel_args, op_args = {}, {}
+        for i, e in enumerate(events):
+            if i in wanted:
+                args = orjson.loads(memoryview(e.args))
+                if isinstance(args, dict):
+                    kernel_args[i] = args
+                continue
+            name = bytes(e.name)
+            if name == _RAW_PARAM_COMMS or (b"\\" in name and orjson.loads(name) == PARAM_COMMS):
+                args = orjson.loads(memoryview(e.args))
+                if isinstance(args, dict) and "Collective name" in args:
+                    op_args.setdefault(args.get("External id"), args)
+        return kernel_args, op_args
+    except (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError):
+        return None

@@ -128,6 +128,18 @@ def mtia_kind(name) -> str:
     return "wait" if name in MTIA_WAITS else "kernel"
 
 
+def dma_args(a: Args) -> Args:
+    """An MTIA DMA request's args with its ``size`` as the copy's ``bytes``."""
+    return Args(correlation=a.correlation, external_id=a.external_id, device=a.device, stream=a.stream,
+                bytes=a.size, direction=a.direction)
+
+
+def dma_name(name, a: Args):
+    """``dma_request (HOST_TO_DEVICE)``: the trace's name with the direction its args give (a copy's cost
+    reads the direction from the name, as from CUDA's ``Memcpy HtoD``)."""
+    return f"{name} ({a.direction})" if isinstance(name, str) and isinstance(a.direction, str) else name
+
+
 def is_step_name(name: str, marker) -> bool:
     """A user annotation (or, with a marker, a Python function) that marks a step: without a marker, a
     ProfilerStep#N or a serving engine's iteration (``load.engine_steps``; used when no ProfilerStep is)."""

@@ -9,7 +9,6 @@ digits).
 
 from __future__ import annotations
 
-from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -124,8 +123,8 @@ def _load(p: Path, step_marker: str | None) -> Trace:
     if not piece.d_idx and OP not in piece.c_role:
         raise TracekitError(f"{p}: nothing to explain: no device kernels and no CPU ops among its {piece.n_events} "
                             "events" + "".join(f"; {w}" for w in notes.warnings()))
-    steps, step_rule = _steps(piece.steps, marker, step_marker)
-    piece.steps = []                    # its marks are Steps now (100k of them held 15 MB twice)
+    steps, step_rule = _steps((piece.s_idx, piece.s_name, piece.s_ts, piece.s_dur), marker, step_marker)
+    piece.s_idx = piece.s_name = piece.s_ts = piece.s_dur = []      # its marks are Steps now
     meta["runtime_per_step"] = runtime_per_step(piece.runtime, steps)     # host/launch figures (load/runtime.py)
     props, device_name = _device_properties(meta, notes)
     cpu_only = not piece.d_idx
@@ -190,32 +189,36 @@ def _compile_marker(step_marker: str | None):
     return None if step_marker is None else UserRegex(step_marker, "--step-marker")
 
 
-def _steps(step_events: list[tuple], marker, marker_text: str | None) -> tuple[list[Step], str]:
-    """Steps from (event index, name, ts, dur) marks: the first of each (name, start), by start."""
-    ordered = sorted(step_events, key=itemgetter(0))
-    ordered.sort(key=itemgetter(2))                 # by start, then event order (a stable sort)
-    kept, start, names = [], None, set()            # the first of each (name, start): equal starts are
-    for e in ordered:                               # neighbours now (no dict of every step's key)
-        if e[2] != start:
-            start, names = e[2], set()
-        if e[1] not in names:
-            names.add(e[1])
-            kept.append(e)
-    ordered = kept
+def _steps(marks: tuple, marker, marker_text: str | None) -> tuple[list[Step], str]:
+    """Steps from the marks' columns (event index, name, ts, dur): the first of each (name, start), by
+    start."""
+    idx, names, ts, dur = marks
+    ts = np.asarray(ts, dtype=float)
+    order = np.lexsort((np.asarray(idx, dtype=np.int64), ts)).tolist()    # by start, then event order
+    starts = ts.tolist()
+    kept, start, seen = [], None, set()             # the first of each (name, start): equal starts are
+    for k in order:                                 # neighbours now (no dict of every step's key)
+        if starts[k] != start:
+            start, seen = starts[k], set()
+        if names[k] not in seen:
+            seen.add(names[k])
+            kept.append(k)
     rule = f"marker:{marker_text}" if marker is not None else "ProfilerStep"
-    if marker is None and ordered:
-        profiler_steps = [e for e in ordered if PROFILER_STEP.match(e[1])]
+    if marker is None and kept:
+        profiler_steps = [k for k in kept if PROFILER_STEP.match(names[k])]
         if profiler_steps:
-            ordered = profiler_steps
+            kept = profiler_steps
         else:                     # a serving trace: the engine's iterations, of its first family (engine_steps)
-            family = next((f for f, _ in FAMILIES if any(family_of(e[1]) == f for e in ordered)), None)
-            ordered = [e for e in ordered if family is not None and family_of(e[1]) == family]
+            family = next((f for f, _ in FAMILIES if any(family_of(names[k]) == f for k in kept)), None)
+            kept = [k for k in kept if family is not None and family_of(names[k]) == family]
             rule = f"engine iterations ({family})"
-    if not ordered:
+    if not kept:
         if marker is not None:
             raise TracekitError(f"--step-marker {marker_text!r} matches no event in the trace")
         return [], "whole trace"
-    steps = [Step(index=k, name=name, start_us=ts, end_us=ts + dur) for k, (_, name, ts, dur) in enumerate(ordered)]
+    durs = np.asarray(dur, dtype=float)[kept].tolist()
+    steps = [Step(index=j, name=names[k], start_us=starts[k], end_us=starts[k] + d)
+             for j, (k, d) in enumerate(zip(kept, durs))]
     return steps, rule
 
 

@@ -4,9 +4,10 @@ A file is read through ``tracekit.limits.iter_input`` (a regular file, gunzipped
 the size and gzip-ratio bounds). Up to ``WHOLE_BYTES`` of JSON is held as one document and its events
 decoded a few MiB at a time in place (``load.parts``: one part's records at a time, each part compact
 before the next, so the text is freed once read unless graph replays need it again); a larger one is read in
-chunks of about ``WHOLE_BYTES``, cut between events (``load.chunks``), and each chunk is distilled
-before the next is read, so memory holds one chunk's text and records plus the columns kept so far,
-never the whole document.
+chunks of about ``chunks.CHUNK`` (4 MiB), cut between events (``load.chunks``), and each chunk is
+distilled before the next is read, so memory holds one chunk's text and records plus the columns kept
+so far, never the whole document (issue 26: holding the 42 MB trace's text beside its columns put the
+whole process at 3.3x the file).
 
 Each stretch is decoded fast (msgspec, typed records) and, when that fails or a record breaks a rule
 its type cannot express, again leniently (orjson and the per-event checks): same columns, or the
@@ -30,7 +31,7 @@ from tracekit.load.events import FAST_ERRORS, decode_lenient, parse_lenient
 from tracekit.load.parts import decode_in_place
 from tracekit.load.pieces import Piece, distil
 
-WHOLE_BYTES = 64 << 20              # JSON text held as one document; larger files go in chunks
+WHOLE_BYTES = 8 << 20               # JSON text held as one document; larger files go in chunks (no slower)
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _SPACE = re.compile(rb"[ \t\r\n]*")
 
