@@ -48,3 +48,16 @@ def test_rows_alike_take_the_first_ones_answer_as_every_row_worked_out(path, mon
     assert fast == _document(path, monkeypatch, every_row=True)
     doc = orjson.loads(fast)
     assert doc["summary"]["kernels"] > 0 and any(k["fused_ops"] for k in doc["kernels"])
+
+
+@pytest.mark.parametrize("path", TRACES[:2], ids=lambda p: p.name)
+def test_diagnosis_from_columns_is_the_diagnosis_from_the_kernel_dicts(path):
+    from conftest import analyze
+    from tracekit.report.diagnosis import document, facts_of
+
+    trace = analyze(path)[0]
+    doc = document(trace)                            # facts from the columns the kernels are made of
+    given = doc["summary"]["diagnosis"]["facts"]
+    facts = facts_of(doc, given["shortest_kernel_us"])   # facts read from the kernel dicts
+    assert orjson.dumps(facts) == orjson.dumps(given)
+    assert facts["kernels_per_step"] > 0 and facts["top_categories"]

@@ -109,11 +109,14 @@ def _busy(start: np.ndarray, dur: np.ndarray) -> tuple[float, float]:
     return window - float(gaps), window
 
 
-def explain_dict(trace: Trace) -> dict:
-    """The JSON contract: device, steps, kernels (one per execution, time order), summary."""
+def explain_dict(trace: Trace, columns: dict | None = None) -> dict:
+    """The JSON contract: device, steps, kernels (one per execution, time order), summary. ``columns``,
+    when given, is filled with field -> that field of every kernel (the lists the kernels are made of)."""
     df = trace.kernels
     # orjson writes NaN as null and tolist() gives plain Python values, so rows need no per-value cleaning
     cols = [df[c].tolist() if c in df else [None] * len(df) for c in KERNEL_FIELDS]
+    if columns is not None:
+        columns.update(zip(KERNEL_FIELDS, cols))
     kernels = [dict(zip(KERNEL_FIELDS, row)) for row in zip(*cols)]
     spec = trace.spec
     device = {"name": trace.device_name,
@@ -121,7 +124,8 @@ def explain_dict(trace: Trace) -> dict:
               "spec_name": spec.name if spec else None,
               "spec_path": shown(spec.path) if spec else None}
     # serving: each step's phase and tokens, its graph replays' match share
-    step_rows = step_records(trace, step_phases(trace), graph_replay_steps(trace))
+    phases = step_phases(trace)
+    step_rows = step_records(trace, phases, graph_replay_steps(trace))
     in_steps = df[df["step"] >= 0] if trace.steps else df         # per-step figures: the steps' kernels only
     by_cat = in_steps.groupby("category")["dur_us"].agg(["count", "sum"]) if len(in_steps) else None
     n_steps = max(1, len(trace.steps))
@@ -151,7 +155,7 @@ def explain_dict(trace: Trace) -> dict:
     summary["graph_replays"] = trace.metadata.get("graph_replays")        # matched to captures (load.graph_replay)
     summary["device_waits"] = trace.metadata.get("device_waits")          # MTIA stream waits: no rows (load.kineto)
     return {"trace": shown(trace.path), "device": device, "steps": step_rows, "kernels": kernels,
-            "summary": summary, "phases": phase_rows(trace, step_rows, summary["fusion_per_step"]),
+            "summary": summary, "phases": phase_rows(trace, step_rows, summary["fusion_per_step"], phases),
             "warnings": list(trace.warnings)}
 
 
