@@ -61,3 +61,12 @@ def test_diagnosis_from_columns_is_the_diagnosis_from_the_kernel_dicts(path):
     facts = facts_of(doc, given["shortest_kernel_us"])   # facts read from the kernel dicts
     assert orjson.dumps(facts) == orjson.dumps(given)
     assert facts["kernels_per_step"] > 0 and facts["top_categories"]
+
+
+@pytest.mark.parametrize("xs", [[3.0], [2.5, 1.0], [5, 1, 4, 2], [0.1, 0.7, 0.2, 0.9, 0.4], [1, 2.5]])
+def test_diagnosis_median_is_statistics_median(xs):
+    import statistics
+
+    from tracekit.report.diagnosis import median
+
+    assert median(xs) == statistics.median(xs) and type(median(xs)) is type(statistics.median(xs))

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from itertools import compress
-from statistics import median
 
 from tracekit.model.rows import Rows
 from tracekit.report.fmt import compact_name, fmt_us
@@ -37,6 +36,14 @@ def _num(x) -> float | None:
     if type(x) is float:                # the common case first: ~10 calls per kernel
         return None if x != x else x
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def median(xs: list):
+    """``statistics.median`` of a non-empty list, written out: the JSON path imports no ``statistics``
+    (with ``fractions``: ~1.5 ms of start-up)."""
+    data = sorted(xs)
+    i = len(data) // 2
+    return data[i] if len(data) % 2 else (data[i - 1] + data[i]) / 2
 
 
 def _mean(xs) -> float | None:
