@@ -59,26 +59,30 @@ def step_records(trace: Trace, phases: dict | None = None, replays: dict | None 
     step = df["step"].to_numpy()
     order = np.argsort(step, kind="stable")                  # each step's rows together, in table order
     bounds = np.searchsorted(step[order], indices, side="left"), np.searchsorted(step[order], indices, side="right")
-    dur_all, start_all = df["dur_us"].to_numpy(dtype=float), df["start_us"].to_numpy(dtype=float)
-    floor_all, covered_all = df["floor_us"].to_numpy(dtype=float), df["covered"].to_numpy(dtype=bool)
-    fused_all = df["fused_ops"].tolist()
+    # the columns gathered in step order once: a step's rows are a slice (a view), not a gather per step
+    dur_all = df["dur_us"].to_numpy(dtype=float)[order]
+    start_all = df["start_us"].to_numpy(dtype=float)[order]
+    floor_all = df["floor_us"].to_numpy(dtype=float)[order]
+    covered_all = df["covered"].to_numpy(dtype=bool)[order]
+    floored_all = ~np.isnan(floor_all)
+    floor_zero = np.where(floored_all, floor_all, 0.0)     # np.nansum's own array: NaN as 0, same length and order
+    fused = df["fused_ops"].tolist()
+    fused_all = [fused[j] for j in order.tolist()]
     kept = {}
     for i, (k, lo, hi) in enumerate(zip(indices, bounds[0].tolist(), bounds[1].tolist())):
         if hi == lo or k < 0:                 # a step without kernels: made from the template when read
             continue
-        at = order[lo:hi]
-        dur = dur_all[at]
-        floored = ~np.isnan(floor_all[at])
-        floor = float(np.nansum(floor_all[at])) if floored.any() else None
-        costed_us = float(dur[covered_all[at]].sum())
-        busy, window = _busy(start_all[at], dur)
+        dur = dur_all[lo:hi]
+        floor = float(floor_zero[lo:hi].sum()) if floored_all[lo:hi].any() else None
+        costed_us = float(dur[covered_all[lo:hi]].sum())
+        busy, window = _busy(start_all[lo:hi], dur)
         total = float(dur.sum())
-        kept[i] = dict(step=k, name=names.get(k, "whole trace"), kernels=len(at), kernel_us=total,
+        kept[i] = dict(step=k, name=names.get(k, "whole trace"), kernels=hi - lo, kernel_us=total,
                        floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor else None,
                        costed_pct=(100.0 * costed_us / total) if total > 0 else None,
                        busy_pct=(100.0 * busy / window) if window > 0 else None,
                        idle_us=(window - busy) if window > 0 else None, window_us=window,
-                       fused_ops=fused_op_count(fused_all[j] for j in at.tolist()),
+                       fused_ops=fused_op_count(fused_all[lo:hi]),
                        **{f: host[f][i] for f in HOST_FIELDS})
         if phases is not None:
             kept[i].update(phase=phases.get(k, {}).get("phase"), tokens=phases.get(k, {}).get("tokens"))
@@ -104,7 +108,7 @@ def _busy(start: np.ndarray, dur: np.ndarray) -> tuple[float, float]:
     order = np.argsort(start, kind="stable")
     s, e = start[order], start[order] + dur[order]
     ends = np.maximum.accumulate(e)
-    gaps = np.clip(s[1:] - ends[:-1], 0, None).sum()
+    gaps = np.maximum(s[1:] - ends[:-1], 0.0).sum()             # np.clip(..., 0, None), without its wrapper
     window = float(ends[-1] - s[0])
     return window - float(gaps), window
 
