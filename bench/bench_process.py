@@ -19,6 +19,8 @@ PYTHONDONTWRITEBYTECODE is set and nothing compiled them, every run compiles its
 (0.3-0.5 s on the 2-core dev box), which no user pays.
 
     python bench/bench_process.py [TRACE ...] [--repeat 5] [--no-hta] [--tracelens DIR] [--all] [--before TREE]
+        [--only TEXT ...]   (only the rows whose name holds one of the texts; orjson's collector-on row, the
+                             baseline, always runs)
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ TRACELENS = ("import os, sys, types; sys.modules['TraceLens'] = m = types.Module
              "import logging; logging.disable(logging.WARNING); "
              "from TraceLens.TreePerf.tree_perf import TreePerfAnalyzer; TreePerfAnalyzer.from_file(sys.argv[1])")
 EXPLAIN = [PY, "-m", "tracekit", "explain"]
+BASE = "orjson.loads (collector on)"
 
 
 def rows(path: Path, cache_dir: Path, hta: bool, tracelens: bool, every: bool,
@@ -121,7 +124,7 @@ def plain_copy(src: Path, tmp: Path) -> Path:
 
 
 def report(title: str, size: int, res: dict) -> None:
-    base, base_cpu = res["orjson.loads (collector on)"][:2]
+    base, base_cpu = res[BASE][:2]
     print(f"\n{title}")
     print("| whole process | median s | × orjson.loads (collector on) | CPU s | × orjson (CPU) | peak RSS | × file |")
     print("|---|---|---|---|---|---|---|")
@@ -139,6 +142,8 @@ def main() -> None:
     ap.add_argument("--all", action="store_true", help="also explain --fusion")
     ap.add_argument("--before", help="another tracekit tree (e.g. a `git archive` of an older commit): its explain "
                                      "rows run in the same rounds")
+    ap.add_argument("--only", nargs="+", metavar="TEXT", help="only the rows whose name holds one of these "
+                                                               "texts (and the orjson baseline)")
     args = ap.parse_args()
     if args.tracelens:
         os.environ["TRACELENS_DIR"] = str(Path(args.tracelens).resolve())
@@ -155,6 +160,8 @@ def main() -> None:
             cache_dir = tmp / "cache"
             before = Path(args.before).resolve() if args.before else None
             table = rows(plain, cache_dir, hta, bool(args.tracelens), args.all, before)
+            if args.only:
+                table = {n: v for n, v in table.items() if n == BASE or any(t in n for t in args.only)}
             for name in [n for n in table if "cache warm" in n]:
                 run_process(*table[name])                                         # fills the cache
             res = measure(table, args.repeat, {"HTA TraceAnalysis", "TraceLens TreePerfAnalyzer.from_file"})
@@ -162,6 +169,7 @@ def main() -> None:
             plain.unlink()
             shutil.rmtree(cache_dir, ignore_errors=True)
             shutil.rmtree(str(cache_dir) + "-before", ignore_errors=True)
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "captures" / "h200" / "block_eager.json.gz"
-HEAVY = ("networkx", "rich", "pyarrow")
+HEAVY = ("networkx", "rich", "pyarrow", "statistics")
 RUN = ("import sys; from tracekit.cli.app import run; code = run(sys.argv[1:]); "
        "print(sorted(m for m in {heavy!r} if m in sys.modules), code, file=sys.stderr)")
 

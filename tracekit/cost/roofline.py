@@ -13,7 +13,7 @@ import pandas as pd
 from tracekit.cost.devices import LINK_UNITS
 from tracekit.cost.l2 import l2_floors
 from tracekit.cost.rates import rate_for
-from tracekit.model.keys import ValueKeys
+from tracekit.model.keys import ValueKeys, first_rows, ids
 from tracekit.ops import Cost, OpCall, broadcast, cost_of, lookup
 from tracekit.ops.collectives import BUS_FACTOR, bus_bytes
 from tracekit.ops.tensors import FLOAT_DTYPES, result_dtype
@@ -132,29 +132,30 @@ def cost_rows(df: pd.DataFrame, roles_of: RolesFn | None = None, engine_steps: d
         return df
     memo: dict = {}
     keys = ValueKeys()
-    dtype, unit, flops, nbytes, note = [], [], [], [], []
     engine_steps = engine_steps or {}
-    for row, step in zip(map(_Row._make, zip(*[df[c].tolist() for c in _COST_INPUTS])),     # columns, not rows
-                         df["step"].tolist() if engine_steps else [None] * len(df)):
+    cols = [df[c].tolist() for c in _COST_INPUTS]
+    steps = df["step"].tolist() if engine_steps else None
+    c = dict(zip(_COST_INPUTS, cols))
+    try:       # rows alike in every key field (the same shape objects) take their first row's answer
+        firsts = first_rows(c["name"], c["kind"], c["op"], ids(c["op_dims"]), ids(c["op_types"]),
+                            ids(c["op_strides"]), ids(c["op_concrete"]), c["kernel_file"],
+                            [None if e != e else e for e in c["event_bytes"]], ids(c["collective"]),
+                            *([steps] if engine_steps else []))
+    except TypeError:                         # a value that cannot be hashed: every row its own
+        firsts = list(range(len(df)))
+    figures = {}
+    for j in dict.fromkeys(firsts):           # the rows that start a key, in table order
+        row = _Row._make([col[j] for col in cols])
         event = row.event_bytes if row.event_bytes == row.event_bytes else None   # NaN: no memo key
-        engine = engine_steps.get(step) if engine_steps and _is_paged(row.op) else None
+        engine = engine_steps.get(steps[j]) if engine_steps and _is_paged(row.op) else None
         key = (row.name, row.kind, row.op, keys(row.op_dims), keys(row.op_types), keys(row.op_strides),
                keys(row.op_concrete), row.kernel_file, event, repr(row.collective), engine)
         cost = memo.get(key)
         if cost is None:
             cost = memo[key] = row_cost(row, roles_of, engine, source_of)
-        if isinstance(cost, Cost):
-            dtype.append(cost.dtype)
-            unit.append(cost.unit)
-            flops.append(cost.flops)
-            nbytes.append(cost.bytes)
-            note.append(cost.model)
-        else:
-            dtype.append(None)
-            unit.append(None)
-            flops.append(np.nan)
-            nbytes.append(np.nan)
-            note.append(cost)
+        figures[j] = (cost.dtype, cost.unit, cost.flops, cost.bytes, cost.model) if isinstance(cost, Cost) \
+            else (None, None, np.nan, np.nan, cost)
+    dtype, unit, flops, nbytes, note = map(list, zip(*[figures[j] for j in firsts]))
     df["dtype"], df["compute_unit"], df["cost_note"] = dtype, unit, note
     df["flops"] = np.array(flops, dtype=float)
     df["bytes"] = np.array(nbytes, dtype=float)
@@ -193,8 +194,9 @@ def _share_op_cost(df: pd.DataFrame) -> None:
     main_name = df.loc[longest.values, "name"].set_axis(longest.index)
     others = multi.difference(longest.values)
     df.loc[others, ["flops", "bytes"]] = np.nan
-    df.loc[others, "cost_note"] = [f"op cost counted on sibling kernel {main_name[i][:60]}"
-                                   for i in df.loc[others, "op_id"]]
+    main_of = dict(zip(main_name.index.tolist(), main_name.tolist()))       # a dict: no Series lookup a row
+    df.loc[others, "cost_note"] = [f"op cost counted on sibling kernel {main_of[i][:60]}"
+                                   for i in df.loc[others, "op_id"].tolist()]
 
 
 def roofline_terms(df: pd.DataFrame, spec) -> tuple[np.ndarray, np.ndarray]:
@@ -236,8 +238,9 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
         return df
     compute_us, memory_us = roofline_terms(df, spec)
     notes = df["cost_note"]                  # a view on another device: drop the last device's no-floor notes
-    df["cost_note"] = notes.where(~notes.astype(str).str.contains("; no floor: spec ", regex=False),
-                                  notes.astype(str).str.replace(r"; no floor: spec .*$", "", regex=True))
+    if any("; no floor: spec " in n for n in notes.tolist() if type(n) is str):   # (none on a first costing)
+        df["cost_note"] = notes.where(~notes.astype(str).str.contains("; no floor: spec ", regex=False),
+                                      notes.astype(str).str.replace(r"; no floor: spec .*$", "", regex=True))
     known = ~np.isnan(df["bytes"].to_numpy(dtype=float))
     floor = np.where(known, np.maximum(compute_us, memory_us), np.nan)
     floor = np.where(np.isfinite(floor) & (floor > 0), floor, np.nan)

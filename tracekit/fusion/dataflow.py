@@ -232,9 +232,12 @@ def _nan_none(x):
     return None if x is None or x != x else float(x)
 
 
+_UNKNOWN = ["unknown"]          # compared with, never changed: no list made per comparison
+
+
 def known_fused_ops(lists) -> list[list[str]]:
     """The fused-op lists that say what a kernel did (["unknown"] and missing lists left out)."""
-    return [ops for ops in lists if isinstance(ops, list) and ops != ["unknown"]]
+    return [ops for ops in lists if isinstance(ops, list) and ops != _UNKNOWN]
 
 
 def fused_op_count(lists) -> int:
@@ -267,7 +270,9 @@ def fusion_summary(trace) -> dict:
     memo: dict = {}
     by_step: dict = {}                        # step -> (categories, fused_ops lists) in table order
     for step, cat, ops in zip(df["step"].tolist(), df["category"].tolist(), df["fused_ops"].tolist()):
-        got = by_step.setdefault(step, ([], []))
+        got = by_step.get(step)
+        if got is None:
+            got = by_step[step] = ([], [])
         got[0].append(cat)
         got[1].append(ops)
     kept, empty = {}, None                    # one step without rows stands for all of them
@@ -280,9 +285,11 @@ def fusion_summary(trace) -> dict:
         known = known_fused_ops(fused)
         cats = {}
         for cat, ops in zip(categories, fused):
-            c = cats.setdefault(str(cat), {"kernels": 0, "fused_ops": 0})
+            c = cats.get(str(cat))
+            if c is None:
+                c = cats[str(cat)] = {"kernels": 0, "fused_ops": 0}
             c["kernels"] += 1
-            c["fused_ops"] += len(ops) if isinstance(ops, list) and ops != ["unknown"] else 0
+            c["fused_ops"] += len(ops) if isinstance(ops, list) and ops != _UNKNOWN else 0
         if rows.get(k):
             key = content_key(rows[k])
             f = same.get(key)

@@ -24,7 +24,7 @@ import pandas as pd
 from tracekit.errors import TracekitError
 from tracekit.fusion.nodes import node_io, signature_roles
 from tracekit.limits import read_input
-from tracekit.model.keys import ValueKeys
+from tracekit.model.keys import ValueKeys, first_rows, ids
 from tracekit.ops import OpCall, lookup, plain_name
 from tracekit.ops.inductor import (
     drop_views,
@@ -233,24 +233,31 @@ def fill_fused_ops(df: pd.DataFrame, bundle_dir: Path | None = None,
     """Fill ``fused_ops`` for every row, keeping lists already there (memoised per name and op)."""
     sources = sources or KernelSources(bundle_dir)
     memo: dict = {}
-    out = []
     keys = ValueKeys()
     n = len(df)
     col = lambda c: df[c].tolist() if c in df else [None] * n  # noqa: E731
-    for name, op, kind, concrete, dims, types, kfile, existing in zip(
-            col("name"), col("op"), col("kind"), col("op_concrete"), col("op_dims"), col("op_types"),
-            col("kernel_file"), col("fused_ops")):
-        if isinstance(existing, list):
-            out.append(existing)
+    names, ops, kinds, concretes, dims, types, kfiles, existing = (
+        col("name"), col("op"), col("kind"), col("op_concrete"), col("op_dims"), col("op_types"),
+        col("kernel_file"), col("fused_ops"))
+    kept = [isinstance(e, list) for e in existing]
+    try:       # rows alike in every key field (the same shape objects) take their first row's answer
+        firsts = first_rows(names, ops, kinds, ids(concretes), kfiles, kept)
+    except TypeError:                     # a value that cannot be hashed: every row its own
+        firsts = list(range(n))
+    found = {}
+    for j in dict.fromkeys(firsts):       # the rows that start a key, in table order
+        if kept[j]:
             continue
+        name, op, kind, concrete, kfile = names[j], ops[j], kinds[j], concretes[j], kfiles[j]
         op = op if isinstance(op, str) else None
         kfile = kfile if isinstance(kfile, str) else None
         family = lookup(op)
         key = (name, op, kind, keys(concrete) if family is not None and callable(family.fused) else "", kfile)
         if key not in memo:
             memo[key] = fused_ops_of(name, op, kind if isinstance(kind, str) else "kernel", concrete, kfile, sources,
-                                     dims, types)
-        out.append(list(memo[key]))
+                                     dims[j], types[j])
+        found[j] = memo[key]
+    out = [e if k else list(found[j]) for e, k, j in zip(existing, kept, firsts)]
     df["fused_ops"] = out
     return df
 
@@ -264,23 +271,32 @@ def annotate_fusion(df: pd.DataFrame, bundle_dir: Path | None = None,
     sources = sources or KernelSources(bundle_dir)
     fill_fused_ops(df, bundle_dir, sources)
     memo: dict = {}
-    io = []
     keys = ValueKeys()
     col = lambda c: df[c].tolist() if c in df else [None] * len(df)  # noqa: E731
     engine_steps = engine_steps or {}
-    for name, op, dims, types, strides, concrete, kfile, step in zip(
-            col("name"), col("op"), col("op_dims"), col("op_types"), col("op_strides"), col("op_concrete"),
-            col("kernel_file"), col("step") if engine_steps else [None] * len(df)):
+    names, ops, dims, types, strides, concretes, kfiles = (
+        col("name"), col("op"), col("op_dims"), col("op_types"), col("op_strides"), col("op_concrete"),
+        col("kernel_file"))
+    steps = col("step") if engine_steps else None
+    try:       # rows alike in every key field (the same shape objects) take their first row's answer
+        firsts = first_rows(ops, ids(dims), ids(types), ids(strides), ids(concretes), kfiles, names,
+                            *([steps] if engine_steps else []))
+    except TypeError:                     # a value that cannot be hashed: every row its own
+        firsts = list(range(len(df)))
+    found = {}
+    for j in dict.fromkeys(firsts):       # the rows that start a key, in table order
+        name, op, kfile = names[j], ops[j], kfiles[j]
         family = lookup(op) if engine_steps else None
-        engine = engine_steps.get(step) if family is not None and family.name == "paged_attention" else None
-        key = (op if isinstance(op, str) else None, keys(dims), keys(types), keys(strides), keys(concrete), kfile,
-               name, engine)
+        engine = engine_steps.get(steps[j]) if family is not None and family.name == "paged_attention" else None
+        key = (op if isinstance(op, str) else None, keys(dims[j]), keys(types[j]), keys(strides[j]),
+               keys(concretes[j]), kfile, name, engine)
         if key not in memo:
             roles = None
             if is_inductor_kernel(key[0]):
                 roles = sources.roles(key[0], kfile)
-            memo[key] = node_io(key[0], dims, types, concrete, roles, kernel=name if isinstance(name, str) else "",
-                                strides=strides, engine=engine)
-        io.append(memo[key])
+            memo[key] = node_io(key[0], dims[j], types[j], concretes[j], roles,
+                                kernel=name if isinstance(name, str) else "", strides=strides[j], engine=engine)
+        found[j] = memo[key]
+    io = [found[j] for j in firsts]
     df["io"] = io
     return df

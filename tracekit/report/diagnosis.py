@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from statistics import median
+from itertools import compress
 
 from tracekit.model.rows import Rows
 from tracekit.report.fmt import compact_name, fmt_us
@@ -36,6 +36,14 @@ def _num(x) -> float | None:
     if type(x) is float:                # the common case first: ~10 calls per kernel
         return None if x != x else x
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def median(xs: list):
+    """``statistics.median`` of a non-empty list, written out: the JSON path imports no ``statistics``
+    (with ``fractions``: ~1.5 ms of start-up)."""
+    data = sorted(xs)
+    i = len(data) // 2
+    return data[i] if len(data) % 2 else (data[i - 1] + data[i]) / 2
 
 
 def _mean(xs) -> float | None:
@@ -56,12 +64,10 @@ def _times(x: float | None) -> str:
     return "-" if x is None else (f"{x:.1f}×" if x < 100 else f"{x:.0f}×")
 
 
-def _gaps(kernels: list[dict]) -> list[float]:
-    """Idle gaps between the union of the kernels' [start, end) intervals, in time order."""
-    spans = sorted((k["start_us"], k["start_us"] + k["dur_us"]) for k in kernels
-                   if _num(k.get("start_us")) is not None and _num(k.get("dur_us")) is not None)
+def _gaps(spans: list[tuple]) -> list[float]:
+    """Idle gaps between the union of the [start, end) intervals ``spans``, in time order."""
     gaps, end = [], None
-    for s, e in spans:
+    for s, e in sorted(spans):
         if end is not None and s > end:
             gaps.append(s - end)
         end = e if end is None else max(end, e)
@@ -75,29 +81,72 @@ def _columns(steps):
     return lambda key: [st.get(key) for st in steps]
 
 
-def facts_of(doc: dict, launch_us: float | None = None) -> dict:
-    """The numbers the diagnosis rests on (per step: means over the document's steps)."""
+FACT_FIELDS = ("step", "dur_us", "start_us", "bound", "name", "category", "fused_ops", "graph", "floor_us", "gap",
+               "op", "kind")
+"""The kernel fields the diagnosis reads."""
+
+
+def facts_of(doc: dict, launch_us: float | None = None, columns: dict | None = None) -> dict:
+    """The numbers the diagnosis rests on (per step: means over the document's steps). ``columns``:
+    field -> that field of every kernel of the document, in order (what ``document.explain_dict``
+    made its kernels from; default: read from them), for at least ``FACT_FIELDS``."""
     steps = doc.get("steps") or []
     s = doc.get("summary") or {}
     n = max(1, len(steps))
     kernels = doc.get("kernels") or []
+    if columns is None:
+        columns = {f: [k.get(f) for k in kernels] for f in FACT_FIELDS}
     col = _columns(steps)
-    kernel_steps = {k.get("step") for k in kernels}
+    kernel_steps = set(columns["step"])
     step_ids = {k for k in col("step") if k in kernel_steps}          # the steps that hold kernels
-    in_steps = [k for k in kernels if k.get("step") in step_ids] if len(steps) else kernels
-    by_step = defaultdict(list)
-    for k in in_steps:
-        by_step[k.get("step")].append(k)
-    per_step = [_gaps(ks) for ks in by_step.values()]
+    fields = [columns[f] for f in FACT_FIELDS[:-1]]
+    if len(steps):                                                     # the steps' kernels only
+        keep = [k in step_ids for k in columns["step"]]
+        fields = [list(compress(c, keep)) for c in fields]
+    n_in = len(fields[0])
+    # one pass over the steps' kernels (~10k a step in a large trace): each sum in the kernels' order
+    by_step: dict = {}                       # step -> its kernels' [start, end) spans
+    durs, cats, groups = [], defaultdict(float), {}
+    n_launch = n_small = n_graph = n_inductor = 0
+    launch_sum = small_sum = 0
+    for step, raw, start, bound, name, category, ops, graph, floor, gap, op in zip(*fields):
+        spans = by_step.get(step)
+        if spans is None:
+            spans = by_step[step] = []
+        d = _num(raw)
+        if d is not None:
+            durs.append(d)
+            if _num(start) is not None:
+                spans.append((start, start + raw))
+        d = d or 0.0
+        if bound == "launch":
+            n_launch += 1
+            launch_sum += d
+        inductor = str("" if name is None else name).startswith("triton")
+        n_inductor += inductor
+        if bound in ("memory", "launch") and category in FUSABLE and not inductor \
+                and not (isinstance(ops, list) and len(ops) > 1):      # an unfused memory-bound kernel
+            n_small += 1
+            small_sum += d
+        if graph:
+            n_graph += 1
+        cats[str(category)] += d
+        floor, gap = _num(floor), _num(gap)
+        if floor is not None and gap is not None:                       # time above the floor, by (name, op)
+            e = groups.get((name, op))
+            if e is None:
+                e = groups[(name, op)] = {"name": name, "op": op, "us": 0.0, "floor_us": 0.0, "count": 0,
+                                          "bound": bound}
+            e["us"] += gap * floor
+            e["floor_us"] += floor
+            e["count"] += 1
+    per_step = [_gaps(spans) for spans in by_step.values()]
     gaps = [g for step_gaps in per_step for g in step_gaps]
     largest = [max(step_gaps, default=0.0) for step_gaps in per_step]
     idle = sum(gaps)
-    durs = [d for d in (_num(k.get("dur_us")) for k in in_steps) if d is not None]
     kernel_us = _mean(col("kernel_us"))
     window = sum(_num(x) or 0.0 for x in col("window_us"))
     busy_us = window - sum(_num(x) or 0.0 for x in col("idle_us"))
-    launch = [k for k in in_steps if k.get("bound") == "launch"]
-    small = [k for k in in_steps if _unfused_memory(k)]
     fused = _mean(s.get("fused_floor_us_per_step") or [])
     kinds = sorted({k for k in (s.get("fused_floor_kind_per_step") or []) if k})
     floor = _mean(col("floor_us"))
@@ -105,8 +154,8 @@ def facts_of(doc: dict, launch_us: float | None = None) -> dict:
     return {
         "steps": len(steps),
         "timed": bool(durs),
-        "cpu_only": bool(kernels) and all(k.get("kind") == "cpu_op" for k in kernels),
-        "kernels_per_step": len(in_steps) / n,
+        "cpu_only": bool(kernels) and all(k == "cpu_op" for k in columns["kind"]),
+        "kernels_per_step": n_in / n,
         "kernel_us_per_step": kernel_us,
         "median_kernel_us": median(durs) if durs else None,
         "window_us_per_step": window / n if window else None,
@@ -115,61 +164,43 @@ def facts_of(doc: dict, launch_us: float | None = None) -> dict:
         "idle_gaps_per_step": len(gaps) / n,
         "median_idle_gap_us": median(gaps) if gaps else None,
         "largest_idle_gap_share": (sum(largest) / idle) if idle > 0 else None,
-        "graph_share": sum(1 for k in in_steps if k.get("graph")) / len(in_steps) if in_steps else 0.0,
+        "graph_share": n_graph / n_in if n_in else 0.0,
         "shortest_kernel_us": launch_us,
-        "launch_bound_kernels_per_step": len(launch) / n,
-        "launch_bound_us_per_step": sum(_num(k.get("dur_us")) or 0.0 for k in launch) / n,
-        "unfused_memory_kernels_per_step": len(small) / n,
-        "unfused_memory_us_per_step": sum(_num(k.get("dur_us")) or 0.0 for k in small) / n,
-        "inductor_kernels_per_step": sum(1 for k in in_steps if str(k.get("name", "")).startswith("triton")) / n,
+        "launch_bound_kernels_per_step": n_launch / n,
+        "launch_bound_us_per_step": launch_sum / n,
+        "unfused_memory_kernels_per_step": n_small / n,
+        "unfused_memory_us_per_step": small_sum / n,
+        "inductor_kernels_per_step": n_inductor / n,
         "floor_us_per_step": floor,
         "gap": (costed_us / floor) if costed_us and floor else None,
         "costed_pct": _mean(s.get("costed_pct_per_step") or []),
         "fused_floor_us_per_step": fused,
         "fused_floor_kind": "/".join(kinds) or None,
-        "top_categories": _top_categories(in_steps, n),
-        "top_above_floor": _above_floor(in_steps, n),
+        "top_categories": _top_categories(cats, n),
+        "top_above_floor": _above_floor(groups, n),
     }
 
 
-def _unfused_memory(k: dict) -> bool:
-    """A memory- or launch-bound elementwise/norm/reduction/softmax kernel doing one op (not Inductor's)."""
-    ops = k.get("fused_ops")
-    return (k.get("bound") in ("memory", "launch") and k.get("category") in FUSABLE
-            and not str(k.get("name", "")).startswith("triton") and not (isinstance(ops, list) and len(ops) > 1))
-
-
-def _top_categories(kernels: list[dict], n: int) -> list[dict]:
-    t = defaultdict(float)
-    for k in kernels:
-        t[str(k.get("category"))] += _num(k.get("dur_us")) or 0.0
+def _top_categories(t: dict, n: int) -> list[dict]:
+    """The three categories with the most time (``t``: category -> its kernels' µs)."""
     total = sum(t.values())
     return [{"category": c, "us_per_step": v / n, "share": v / total if total else None}
             for c, v in sorted(t.items(), key=lambda kv: -kv[1])[:3]]
 
 
-def _above_floor(kernels: list[dict], n: int, top: int = 3) -> list[dict]:
+def _above_floor(g: dict, n: int, top: int = 3) -> list[dict]:
     """Kernel groups (name, op) by time above their floor: a row's gap × floor is the time of its op
     call's kernels (a split-K reduce counts with its GEMM), minus the floor."""
-    g: dict = {}
-    for k in kernels:
-        floor, gap = _num(k.get("floor_us")), _num(k.get("gap"))
-        if floor is None or gap is None:
-            continue
-        e = g.setdefault((k["name"], k.get("op")), {"name": k["name"], "op": k.get("op"), "us": 0.0, "floor_us": 0.0,
-                                                    "count": 0, "bound": k.get("bound")})
-        e["us"] += gap * floor
-        e["floor_us"] += floor
-        e["count"] += 1
     rows = sorted(g.values(), key=lambda e: -(e["us"] - e["floor_us"]))[:top]
     return [dict(r, us=r["us"] / n, floor_us=r["floor_us"] / n, count=r["count"] / n,
                  above_us=(r["us"] - r["floor_us"]) / n, gap=r["us"] / r["floor_us"] if r["floor_us"] else None)
             for r in rows if r["us"] > r["floor_us"]]
 
 
-def diagnose(doc: dict, launch_us: float | None = None) -> dict:
-    """``{"verdict", "lines" (one or two), "text", "next", "facts"}`` for one explain document."""
-    f = facts_of(doc, launch_us)
+def diagnose(doc: dict, launch_us: float | None = None, columns: dict | None = None) -> dict:
+    """``{"verdict", "lines" (one or two), "text", "next", "facts"}`` for one explain document
+    (``columns``: as ``facts_of`` takes them)."""
+    f = facts_of(doc, launch_us, columns)
     if f["cpu_only"]:
         return _result("cpu-only", [f"CPU-only trace: {f['kernels_per_step']:.0f} top-level CPU ops per step, no "
                                     "device kernels: nothing here bounds a GPU."], None, f)
@@ -274,9 +305,9 @@ def _next(verdict: str, f: dict) -> str | None:
     return None
 
 
-def with_diagnosis(doc: dict, launch_us: float | None = None) -> dict:
+def with_diagnosis(doc: dict, launch_us: float | None = None, columns: dict | None = None) -> dict:
     """The document with ``summary.diagnosis`` set (in place) and returned."""
-    doc.setdefault("summary", {})["diagnosis"] = diagnose(doc, launch_us)
+    doc.setdefault("summary", {})["diagnosis"] = diagnose(doc, launch_us, columns)
     return doc
 
 
@@ -287,4 +318,6 @@ def document(trace) -> dict:
     from tracekit.cost.roofline import launch_floor
 
     spec = trace.spec      # the launch floor the gaps and bounds use: the spec's, or the trace's own shortest
-    return with_diagnosis(explain_dict(trace), launch_floor(trace.kernels, spec) if spec is not None else None)
+    columns: dict = {}     # the kernels' fields as the document's kernels hold them: no dict read per kernel
+    doc = explain_dict(trace, columns)
+    return with_diagnosis(doc, launch_floor(trace.kernels, spec) if spec is not None else None, columns)

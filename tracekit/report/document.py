@@ -59,26 +59,30 @@ def step_records(trace: Trace, phases: dict | None = None, replays: dict | None 
     step = df["step"].to_numpy()
     order = np.argsort(step, kind="stable")                  # each step's rows together, in table order
     bounds = np.searchsorted(step[order], indices, side="left"), np.searchsorted(step[order], indices, side="right")
-    dur_all, start_all = df["dur_us"].to_numpy(dtype=float), df["start_us"].to_numpy(dtype=float)
-    floor_all, covered_all = df["floor_us"].to_numpy(dtype=float), df["covered"].to_numpy(dtype=bool)
-    fused_all = df["fused_ops"].tolist()
+    # the columns gathered in step order once: a step's rows are a slice (a view), not a gather per step
+    dur_all = df["dur_us"].to_numpy(dtype=float)[order]
+    start_all = df["start_us"].to_numpy(dtype=float)[order]
+    floor_all = df["floor_us"].to_numpy(dtype=float)[order]
+    covered_all = df["covered"].to_numpy(dtype=bool)[order]
+    floored_all = ~np.isnan(floor_all)
+    floor_zero = np.where(floored_all, floor_all, 0.0)     # np.nansum's own array: NaN as 0, same length and order
+    fused = df["fused_ops"].tolist()
+    fused_all = [fused[j] for j in order.tolist()]
     kept = {}
     for i, (k, lo, hi) in enumerate(zip(indices, bounds[0].tolist(), bounds[1].tolist())):
         if hi == lo or k < 0:                 # a step without kernels: made from the template when read
             continue
-        at = order[lo:hi]
-        dur = dur_all[at]
-        floored = ~np.isnan(floor_all[at])
-        floor = float(np.nansum(floor_all[at])) if floored.any() else None
-        costed_us = float(dur[covered_all[at]].sum())
-        busy, window = _busy(start_all[at], dur)
+        dur = dur_all[lo:hi]
+        floor = float(floor_zero[lo:hi].sum()) if floored_all[lo:hi].any() else None
+        costed_us = float(dur[covered_all[lo:hi]].sum())
+        busy, window = _busy(start_all[lo:hi], dur)
         total = float(dur.sum())
-        kept[i] = dict(step=k, name=names.get(k, "whole trace"), kernels=len(at), kernel_us=total,
+        kept[i] = dict(step=k, name=names.get(k, "whole trace"), kernels=hi - lo, kernel_us=total,
                        floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor else None,
                        costed_pct=(100.0 * costed_us / total) if total > 0 else None,
                        busy_pct=(100.0 * busy / window) if window > 0 else None,
                        idle_us=(window - busy) if window > 0 else None, window_us=window,
-                       fused_ops=fused_op_count(fused_all[j] for j in at.tolist()),
+                       fused_ops=fused_op_count(fused_all[lo:hi]),
                        **{f: host[f][i] for f in HOST_FIELDS})
         if phases is not None:
             kept[i].update(phase=phases.get(k, {}).get("phase"), tokens=phases.get(k, {}).get("tokens"))
@@ -104,16 +108,19 @@ def _busy(start: np.ndarray, dur: np.ndarray) -> tuple[float, float]:
     order = np.argsort(start, kind="stable")
     s, e = start[order], start[order] + dur[order]
     ends = np.maximum.accumulate(e)
-    gaps = np.clip(s[1:] - ends[:-1], 0, None).sum()
+    gaps = np.maximum(s[1:] - ends[:-1], 0.0).sum()             # np.clip(..., 0, None), without its wrapper
     window = float(ends[-1] - s[0])
     return window - float(gaps), window
 
 
-def explain_dict(trace: Trace) -> dict:
-    """The JSON contract: device, steps, kernels (one per execution, time order), summary."""
+def explain_dict(trace: Trace, columns: dict | None = None) -> dict:
+    """The JSON contract: device, steps, kernels (one per execution, time order), summary. ``columns``,
+    when given, is filled with field -> that field of every kernel (the lists the kernels are made of)."""
     df = trace.kernels
     # orjson writes NaN as null and tolist() gives plain Python values, so rows need no per-value cleaning
     cols = [df[c].tolist() if c in df else [None] * len(df) for c in KERNEL_FIELDS]
+    if columns is not None:
+        columns.update(zip(KERNEL_FIELDS, cols))
     kernels = [dict(zip(KERNEL_FIELDS, row)) for row in zip(*cols)]
     spec = trace.spec
     device = {"name": trace.device_name,
@@ -121,7 +128,8 @@ def explain_dict(trace: Trace) -> dict:
               "spec_name": spec.name if spec else None,
               "spec_path": shown(spec.path) if spec else None}
     # serving: each step's phase and tokens, its graph replays' match share
-    step_rows = step_records(trace, step_phases(trace), graph_replay_steps(trace))
+    phases = step_phases(trace)
+    step_rows = step_records(trace, phases, graph_replay_steps(trace))
     in_steps = df[df["step"] >= 0] if trace.steps else df         # per-step figures: the steps' kernels only
     by_cat = in_steps.groupby("category")["dur_us"].agg(["count", "sum"]) if len(in_steps) else None
     n_steps = max(1, len(trace.steps))
@@ -151,7 +159,7 @@ def explain_dict(trace: Trace) -> dict:
     summary["graph_replays"] = trace.metadata.get("graph_replays")        # matched to captures (load.graph_replay)
     summary["device_waits"] = trace.metadata.get("device_waits")          # MTIA stream waits: no rows (load.kineto)
     return {"trace": shown(trace.path), "device": device, "steps": step_rows, "kernels": kernels,
-            "summary": summary, "phases": phase_rows(trace, step_rows, summary["fusion_per_step"]),
+            "summary": summary, "phases": phase_rows(trace, step_rows, summary["fusion_per_step"], phases),
             "warnings": list(trace.warnings)}
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tracekit.load.engine_steps import parse
+from tracekit.model.keys import first_rows, ids
 from tracekit.ops.matmul import gemm_tokens
 from tracekit.model.trace import Trace
 
@@ -60,13 +61,32 @@ def _shape_phases(df) -> dict[int, dict]:
     tokens: dict[int, Counter] = {}
     queries: dict[int, Counter] = {}
     training: set[int] = set()
-    for step, op, dims in zip(df["step"].tolist(), df["op"].tolist(), df["op_dims"].tolist()):
+    ops, dims = df["op"].tolist(), df["op_dims"].tolist()
+    try:                  # each distinct (op, shapes object) looked at once (model.keys.first_rows)
+        firsts = first_rows(ops, ids(dims))
+    except TypeError:
+        firsts = list(range(len(ops)))
+    what = {}             # first row -> None, "train", ("gemm", M) or ("attention", query length)
+    for j in dict.fromkeys(firsts):
+        op, d = ops[j], dims[j]
         if isinstance(op, str) and "backward" in op:
+            what[j] = "train"
+        elif (m := gemm_tokens(op, d)) is not None:
+            what[j] = ("gemm", m)
+        elif op in ATTENTION_Q and (q := _dims(d, ATTENTION_Q[op][0])) is not None and len(q) == 4:
+            what[j] = ("attention", q[ATTENTION_Q[op][1]])
+        else:
+            what[j] = None
+    for step, j in zip(df["step"].tolist(), firsts):
+        w = what[j]
+        if w is None:
+            continue
+        if w == "train":
             training.add(step)
-        elif (m := gemm_tokens(op, dims)) is not None:
-            tokens.setdefault(step, Counter())[m] += 1
-        elif op in ATTENTION_Q and (q := _dims(dims, ATTENTION_Q[op][0])) is not None and len(q) == 4:
-            queries.setdefault(step, Counter())[q[ATTENTION_Q[op][1]]] += 1
+        elif w[0] == "gemm":
+            tokens.setdefault(step, Counter())[w[1]] += 1
+        else:
+            queries.setdefault(step, Counter())[w[1]] += 1
     out = {}
     for step in (set(tokens) | set(queries)) - training:       # a training step has no serving phase
         q = queries.get(step)
@@ -79,9 +99,10 @@ def _shape_phases(df) -> dict[int, dict]:
     return out
 
 
-def phase_rows(trace: Trace, steps: list[dict], fusion_per_step: list[dict]) -> list[dict]:
-    """The ``phases`` key: one object per phase found, in PHASES order (empty when no step has one)."""
-    found = step_phases(trace)
+def phase_rows(trace: Trace, steps: list[dict], fusion_per_step: list[dict], found: dict | None = None) -> list[dict]:
+    """The ``phases`` key: one object per phase found, in PHASES order (empty when no step has one).
+    ``found``: ``step_phases(trace)`` when the caller has it already."""
+    found = step_phases(trace) if found is None else found
     if not any(v["phase"] for v in found.values()):
         return []
     one_kernel = {f["step"]: f.get("fused_floor_us") for f in fusion_per_step}
