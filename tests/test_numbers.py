@@ -299,3 +299,39 @@ def test_no_kernel_of_a_committed_trace_is_silently_below_its_floor():
                            "captures/h200/inductor/gpt2_max_autotune_unnamed",
                            "captures/h200/measure2/results/train_new_1.trace"}
     assert seen["below"] == {"tests/data/peers/hta/negative_queue_length_values_check_rank0.json.gz"}
+
+
+def test_fused_adamw_without_an_execution_trace_is_costed_when_kineto_lists_its_shapes():
+    """Issue 24.5: torch 2.11's Kineto writes a TensorList's shapes in `Input Dims` only up to 30 tensors
+    (TENSOR_LIST_DISPLAY_LENGTH_LIMIT in torch/csrc/profiler/util.h; a longer list is written []).
+    captures/h200/inductor/gpt2_train.py has 28 parameters: wte [16384, 768], wpe [1024, 768], per block
+    (2) ln_1 w, b [768], c_attn [2304, 768] + [2304], c_proj [768, 768] + [768], ln_2 w, b, c_fc [3072, 768]
+    + [3072], mlp_proj [768, 3072] + [768], and ln_f w, b (lm_head is tied to wte): N = 12,582,912 +
+    786,432 + 2 x 7,087,872 + 1,536 = 27,546,624 fp32 elements. From the trace alone, _fused_adamw_ reads
+    params, grads, exp_avg, exp_avg_sq (4 x 4N) and the 28 fp32 step counters (112 B) and writes params,
+    exp_avg, exp_avg_sq (3 x 4N): 28N + 112 = 771,305,584 B, 15 FLOPs per element = 413,199,360; its
+    _foreach_add_(steps, 1) reads and writes the 28 counters: 224 B. The user-recorded GPT step
+    (captures/h200/modules) has 37 parameters (tok, pos, 4 x 8 per block, ln_f w, b, head): its lists are
+    written [] and its rows say why."""
+    import gzip
+    n = 16384 * 768 + 1024 * 768 + 2 * (2 * 768 + 2304 * 768 + 2304 + 768 * 768 + 768 + 2 * 768 + 3072 * 768
+                                          + 3072 + 768 * 3072 + 768) + 2 * 768
+    assert n == 27_546_624
+    k = analyze_path(H200 / "inductor" / "gpt2_max_autotune" / "trace.json.gz")[0].kernels
+    adam = k[(k["op"] == "aten::_fused_adamw_") & k["bytes"].notna()]
+    assert len(adam) == 3 and set(adam["bytes"]) == {28 * n + 28 * 4} and set(adam["flops"]) == {15 * n}
+    assert set(adam["dtype"]) == {"fp32"}
+    steps = k[(k["op"] == "aten::_foreach_add_") & k["bytes"].notna()]
+    assert len(steps) == 3 and set(steps["bytes"]) == {2 * 28 * 4}
+    with_et = analyze_path(H200 / "inductor" / "gpt2_max_autotune")[0].kernels
+    assert set(with_et.loc[(with_et["op"] == "aten::_fused_adamw_") & with_et["bytes"].notna(), "bytes"]) \
+        == {28 * n + 28 * 4}
+    events = json.load(gzip.open(GPT_MODULES / "trace.json.gz"))["traceEvents"]
+    call = next(e for e in events if e.get("name") == "aten::_fused_adamw_" and e.get("cat") == "cpu_op")
+    assert call["args"]["Input type"][:6] == ["TensorList"] * 6 and call["args"]["Input Dims"][:6] == [[]] * 6
+    alone = analyze_path(GPT_MODULES / "trace.json.gz")[0].kernels
+    notes = set(alone.loc[alone["op"].isin(["aten::_fused_adamw_", "aten::_foreach_add_"]), "cost_note"])
+    assert notes and all("more than 30 tensors" in note for note in notes if "counted on sibling" not in note)
+    shapes = analyze_path(GPT_MODULES)[0].kernels                   # its execution trace lists the 37
+    adam = shapes[(shapes["op"] == "aten::_fused_adamw_") & shapes["bytes"].notna()]
+    assert len(adam) == 3 and set(adam["bytes"]) == {28 * 79_443_456 + 37 * 4}   # params: modules/README.md
