@@ -24,12 +24,13 @@ HERE = H200 / "inductor"
 UNNAMED = HERE / "gpt2_max_autotune_unnamed"
 FIXED = 70 * 1024            # per-launch DRAM traffic besides the data (code, parameters)
 
-# tokens 4 x 1,024 = 4,096 rows (M); d 768; qkv 2,304; MLP 3,072 (gpt2_train.py --seq 1024 --batch 4)
+# tokens 4 x 1,024 = 4,096 rows (M); d 768; qkv 2,304; MLP 3,072 (gpt2_train.py --seq 1024 --batch 4);
+# the forward Linears have biases: their addmm templates also add M·N (4,096 x out features)
 TEMPLATE_FLOPS = {
-    "triton_tem_fused__to_copy_add_addmm_native_layer_norm_t_view_5": 2 * 4096 * 768 * 2304,  # c_attn
-    "triton_tem_fused__to_copy_addmm_t_transpose_view_8": 2 * 4096 * 768 * 768,               # c_proj
-    "triton_tem_fused__to_copy_addmm_native_layer_norm_t_view_16": 2 * 4096 * 768 * 3072,     # c_fc
-    "triton_tem_fused__to_copy_addmm_gelu_t_view_13": 2 * 4096 * 3072 * 768,                  # mlp_proj
+    "triton_tem_fused__to_copy_add_addmm_native_layer_norm_t_view_5": 2 * 4096 * 768 * 2304 + 4096 * 2304,  # c_attn
+    "triton_tem_fused__to_copy_addmm_t_transpose_view_8": 2 * 4096 * 768 * 768 + 4096 * 768,                # c_proj
+    "triton_tem_fused__to_copy_addmm_native_layer_norm_t_view_16": 2 * 4096 * 768 * 3072 + 4096 * 3072,     # c_fc
+    "triton_tem_fused__to_copy_addmm_gelu_t_view_13": 2 * 4096 * 3072 * 768 + 4096 * 768,                   # mlp_proj
     "triton_tem_fused__to_copy_mm_t_transpose_view_15": 2 * 4096 * 768 * 768,                 # c_proj dX
     "triton_tem_fused__to_copy_cat_mm_t_transpose_view_16": 2 * 4096 * 2304 * 768,            # c_attn dX
 }
@@ -54,7 +55,7 @@ def test_template_gemms_on_views_are_costed():
     for name, flops in zip(tem["name"], tem["flops"]):
         assert flops == TEMPLATE_FLOPS[name], name
     assert tem["flops"].sum() == 2 * (2 * 4096 * 768 * 2304 + 2 * 4096 * 768 * 768) + 2 * 4096 * 768 * 3072 * 2 \
-        + 2 * 4096 * 768 * 768 + 2 * 4096 * 2304 * 768
+        + 2 * 4096 * 768 * 768 + 2 * 4096 * 2304 * 768 + 4096 * (2 * (2304 + 768) + 3072 + 768)   # + bias adds
     assert (tem["compute_unit"] == "matrix").all() and (tem["dtype"] == "bf16").all()
 
 
@@ -274,3 +275,25 @@ def test_capture_wrapper_waits_for_the_module_to_be_imported(tmp_path, monkeypat
     finally:
         remove()
     assert tk_fake_ac2.AsyncCompile().triton("k", "src").filename is None
+
+
+def test_template_bias_adds_from_the_source_or_the_addmm_in_its_name():
+    """Issue 24.9 for Inductor: a GEMM template that fused an addmm adds the bias to each of its M·N
+    outputs. With the source kept (captures/h200/seed_max-autotune-no-cudagraphs_b128: relu(x Wᵀ + b),
+    x [128, 1024], W [1024, 1024]) its epilogue reads `tmp1 = acc + tmp0`: 2·128·1024·1024 + 128·1024 =
+    268,566,528 FLOPs. Without it (the unnamed bundle), the `addmm` in the kernel's name says the same:
+    c_attn 2·4096·768·2304 + 4096·2304 = 14,504,951,808. The backward dX templates fuse `mm`: no adds."""
+    from tracekit.ops.inductor_source import template_acc_adds
+    seed = H200 / "seed_max-autotune-no-cudagraphs_b128.kernels" / "c64ktn4y2sarj5zjkhytswvhsus6l5com4wtgjmk6d7krgfujylz.py"
+    assert template_acc_adds(seed.read_text(), "triton_tem_fused_addmm_relu_t_0") == 1
+    k = analyze(H200 / "seed_max-autotune-no-cudagraphs_b128.json.gz")[0].kernels
+    tem = k[k["name"] == "triton_tem_fused_addmm_relu_t_0"]
+    assert set(tem["flops"]) == {268_566_528} and all("its epilogue adds to acc" in n for n in tem["cost_note"])
+    step = last_step(analyze(UNNAMED)[0])
+    c_attn = step[step["name"] == "triton_tem_fused__to_copy_add_addmm_native_layer_norm_t_view_5"]
+    assert set(c_attn["flops"]) == {14_504_951_808}
+    assert all("the bias of the addmm its name fuses" in n for n in c_attn["cost_note"])
+    named = last_step(analyze(HERE / "gpt2_max_autotune")[0])
+    dx = named[named["name"].str.startswith("triton_tem_")]
+    assert len(dx) == 2 and set(dx["flops"]) == {2 * 4096 * 768 * 768, 2 * 4096 * 2304 * 768}
+    assert not any("adds" in n for n in dx["cost_note"])

@@ -8,7 +8,8 @@
   index (``768*tmp4``: a gather) touches at most one element per point of the iteration space. A
   pointer loaded some other way (block pointers, an unknown name) has no reach: its whole tensor.
 - **template GEMM**: a ``triton_tem_`` matmul template states ``M = 4096``, ``N = ...``, ``K = ...``
-  (and ``BATCH``/grid for bmm) in its body.
+  (and ``BATCH``/grid for bmm) in its body; its epilogue adds a loaded tensor to the accumulator
+  (``tmp1 = acc + tmp0``: addmm's bias) once per output element for each such line.
 
 Only the text of one kernel's ``def`` is read; nothing is executed (``ast`` parses expressions).
 """
@@ -24,6 +25,7 @@ _LOAD = re.compile(r"tl\.load\((\w+) \+ \(((?:[^()]|\((?:[^()]|\([^()]*\))*\))*)
 _DEF = re.compile(r"^\s+(\w+) = (.+?)\s*$", re.MULTILINE)
 _NUMEL = re.compile(r"^\s+([xyzr]\d*_?numel) = (\d+)\s*$", re.MULTILINE)
 _GEMM = re.compile(r"^\s+(M|N|K|BATCH) = (\d+)\s*$", re.MULTILINE)
+_ACC_ADD = re.compile(r"^\s+tmp\d+ = (?:acc \+ tmp\d+|tmp\d+ \+ acc)\s*$", re.MULTILINE)
 _BASE = {"xindex": "xnumel", "yindex": "ynumel", "zindex": "znumel", "rindex": "r0_numel",
          "r0_index": "r0_numel", "r1_index": "r1_numel"}
 _INDEX_VAR = re.compile(r"(?:[xyz]\d+|r\d+_\d+|r\d+)$")
@@ -144,3 +146,10 @@ def template_gemm(source: str | None, kernel: str) -> tuple[int, int, int, int] 
     if not all(k in found for k in "MNK"):
         return None
     return found.get("BATCH", 1), found["M"], found["N"], found["K"]
+
+
+def template_acc_adds(source: str | None, kernel: str) -> int | None:
+    """How many tensors a GEMM template's epilogue adds to its accumulator (``tmp1 = acc + tmp0``: an
+    addmm's bias, a fused residual), each one add per output element; None without the kernel's body."""
+    body = kernel_body(source, kernel)
+    return None if body is None else len(_ACC_ADD.findall(body))
