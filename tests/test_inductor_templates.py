@@ -297,3 +297,36 @@ def test_template_bias_adds_from_the_source_or_the_addmm_in_its_name():
     dx = named[named["name"].str.startswith("triton_tem_")]
     assert len(dx) == 2 and set(dx["flops"]) == {2 * 4096 * 768 * 768, 2 * 4096 * 2304 * 768}
     assert not any("adds" in n for n in dx["cost_note"])
+
+
+BLOCK_PTR_SRC = '''def triton_poi_fused_add_embedding_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xnumel = 786432
+    xoffset = tl.program_id(0) * XBLOCK
+    tmp0 = tl.load(tl.make_block_ptr(in_ptr0, shape=[786432], strides=[1], block_shape=[XBLOCK], order=[0], offsets=[xoffset]), boundary_check=[0])
+    tmp1 = tl.load(tl.make_block_ptr(in_ptr1, shape=[4, 256, 768], strides=[0, 768, 1], block_shape=[1, 1, XBLOCK], order=[2, 1, 0], offsets=[xoffset // 196608, (xoffset // 768) % 256, xoffset % 768]), boundary_check=[2])
+    tmp2 = tl.load(tl.make_block_ptr(in_ptr2, shape=[ks0, 768], strides=[768, 1], block_shape=[1, XBLOCK], order=[1, 0], offsets=[xoffset // 768, xoffset % 768]), boundary_check=[1])
+    tmp3 = tmp0 + tmp1 * tmp2
+    tl.store(tl.make_block_ptr(out_ptr0, shape=[786432], strides=[1], block_shape=[XBLOCK], order=[0], offsets=[xoffset]), tl.broadcast_to(tmp3, [XBLOCK]).to(tl.float32), boundary_check=[0])
+'''
+
+
+def test_block_pointer_reach_from_its_shape():
+    """Issue 24 (block pointers, Inductor's triton.use_block_ptr). SYNTHETIC kernel text in Inductor's
+    block-pointer form (no committed trace uses them): x [4, 256, 768] + pos[:256] (a [1024, 768] table
+    whose block pointer spans [4, 256, 768] with the batch dim's stride 0: 256·768 = 196,608 distinct
+    elements) * s (a block pointer of shape [ks0, 768]: not derivable, its whole tensor). fp32 bytes:
+    x 786,432·4 + pos 196,608·4 + s 1024·768·4 + out 786,432·4 = 10,223,616 (the pos table counted
+    whole gave 12,582,912), and the note names in_ptr2."""
+    from tracekit.ops import OpCall
+    from tracekit.ops.inductor import inductor_cost
+    from tracekit.ops.inductor_source import opaque_block_pointers, pointer_reach
+    name = "triton_poi_fused_add_embedding_0"
+    assert pointer_reach(BLOCK_PTR_SRC, name) == {"in_ptr0": 786432, "in_ptr1": 196608, "in_ptr2": None,
+                                                   "out_ptr0": 786432}
+    assert opaque_block_pointers(BLOCK_PTR_SRC, name) == ["in_ptr2"]
+    call = OpCall(name, [[4, 256, 768], [1024, 768], [1024, 768], [4, 256, 768], []], ["float"] * 4 + ["Int"],
+                  None, ["", "", "", "", "786432"], kernel=name)
+    roles = ["in_ptr0", "in_ptr1", "in_ptr2", "out_ptr0", "xnumel"]
+    cost = inductor_cost(call, ["add", "embedding"], roles, BLOCK_PTR_SRC)
+    assert cost.bytes == 4 * (786432 + 196608 + 1024 * 768 + 786432) == 10_223_616
+    assert "block pointer shape not derivable for in_ptr2: its whole tensor" in cost.model

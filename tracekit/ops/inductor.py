@@ -15,7 +15,7 @@ import math
 import re
 
 from tracekit.ops.table import FAMILIES, IO, Cost, lookup, plain_name
-from tracekit.ops.inductor_source import pointer_reach, template_acc_adds, template_gemm
+from tracekit.ops.inductor_source import opaque_block_pointers, pointer_reach, template_acc_adds, template_gemm
 from tracekit.ops.tensors import FLOAT_DTYPES, OpCall, Tensor
 
 _PREFIX = re.compile(r"(?:triton_(?:poi|per|red|tem|for)|cpp)_(?:fused_?)?")
@@ -295,6 +295,9 @@ def inductor_cost(call: OpCall, fused: list[str], roles: list[str] | None, sourc
         return Cost(flops=2.0 * batch * m * n * k + adds * batch * m * n, bytes=float(nbytes), dtype=dtype,
                     unit="matrix", model=f"Inductor template: {how}; bytes {source_note}")
     numel = space if space is not None else max(t.numel for t in tensors)
+    opaque = opaque_block_pointers(source, kernel, _numels(call, roles)) if source else []
+    if opaque:
+        source_note += f"; block pointer shape not derivable for {', '.join(opaque)}: its whole tensor"
     return Cost(flops=float(numel * max(1, len(fused))), bytes=float(nbytes), dtype=dtype, unit="vector",
                 model=f"Inductor kernel: bytes {source_note}; 1 FLOP/element per fused op")
 
