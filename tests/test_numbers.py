@@ -234,13 +234,17 @@ def test_without_an_execution_trace_a_kernel_that_beats_its_dram_floor_is_held_t
 
 
 def test_text_json_and_html_say_a_row_is_set_against_an_assumed_hot_l2_floor(tmp_path):
-    """The same 21 calls in each output: JSON rows carry l2 "assumed" and the reason in cost_note, the top
-    table's bound reads `L2 assumed`, and the HTML says so in its roofline point."""
+    """The same 21 calls in each output: JSON rows carry l2 "assumed" and the reason in cost_note, the
+    diagnosis counts them (7 per step), the top table's bound reads `L2 assumed`, and the HTML says so in
+    its roofline point."""
     page = tmp_path / "r.html"
     out = run_cli("explain", GPT_MODULES / "trace.json.gz", "--format", "json", "--html", page)
     assert out.returncode == 0, out.stderr
-    rows = [k for k in json.loads(out.stdout)["kernels"] if k["l2"] == "assumed"]
+    doc = json.loads(out.stdout)
+    rows = [k for k in doc["kernels"] if k["l2"] == "assumed"]
     assert len(rows) == 21 and all("L2 assumed: " in k["cost_note"] for k in rows)
+    assert "7 kernels per step ran below their DRAM floor: their inputs are assumed in L2" \
+        in doc["summary"]["diagnosis"]["text"]
     assert "bound L2 assumed" in page.read_text()
     text = run_cli("explain", GPT_MODULES / "trace.json.gz", "--filter", "copy_", "--top", "40").stdout
     assert "L2 assumed" in text

@@ -97,6 +97,7 @@ def facts_of(doc: dict, launch_us: float | None = None) -> dict:
     window = sum(_num(x) or 0.0 for x in col("window_us"))
     busy_us = window - sum(_num(x) or 0.0 for x in col("idle_us"))
     launch = [k for k in in_steps if k.get("bound") == "launch"]
+    assumed = [k for k in in_steps if k.get("l2") == "assumed"]
     small = [k for k in in_steps if _unfused_memory(k)]
     fused = _mean(s.get("fused_floor_us_per_step") or [])
     kinds = sorted({k for k in (s.get("fused_floor_kind_per_step") or []) if k})
@@ -119,6 +120,7 @@ def facts_of(doc: dict, launch_us: float | None = None) -> dict:
         "shortest_kernel_us": launch_us,
         "launch_bound_kernels_per_step": len(launch) / n,
         "launch_bound_us_per_step": sum(_num(k.get("dur_us")) or 0.0 for k in launch) / n,
+        "l2_assumed_kernels_per_step": len(assumed) / n,
         "unfused_memory_kernels_per_step": len(small) / n,
         "unfused_memory_us_per_step": sum(_num(k.get("dur_us")) or 0.0 for k in small) / n,
         "inductor_kernels_per_step": sum(1 for k in in_steps if str(k.get("name", "")).startswith("triton")) / n,
@@ -245,6 +247,9 @@ def _floors(f: dict) -> str:
             out += (f"; one-kernel floor {_us(fused)} ({kind}): the step's kernels take {_times(t / fused)} it"
                     + (f", its GPU span {_times(f['window_us_per_step'] / fused)}"
                        if f["busy_pct"] is not None and f["busy_pct"] < BUSY_HOST and f["window_us_per_step"] else ""))
+    if f.get("l2_assumed_kernels_per_step"):
+        out += (f". {_n(f['l2_assumed_kernels_per_step'])} kernels per step ran below their DRAM floor: their "
+                "inputs are assumed in L2 (bound 'L2 assumed'; cost_note says why)")
     return out + "."
 
 
