@@ -339,3 +339,38 @@ def test_fused_adamw_without_an_execution_trace_is_costed_when_kineto_lists_its_
     shapes = analyze_path(GPT_MODULES)[0].kernels                   # its execution trace lists the 37
     adam = shapes[(shapes["op"] == "aten::_fused_adamw_") & shapes["bytes"].notna()]
     assert len(adam) == 3 and set(adam["bytes"]) == {28 * 79_443_456 + 37 * 4}   # params: modules/README.md
+
+
+def test_assume_hot_holds_rows_l2_can_explain_and_names_why_others_are_below():
+    """SYNTHETIC rows (unit test of cost.l2.assume_hot) on the H200's figures: 4,800 GB/s DRAM, 6,394 GB/s
+    L2 of 62,914,560 B. A: 100 MB, DRAM floor 20.83 µs, ran 18 µs: more than the L2 holds, so its floor
+    is max(100e6 / 6394e3 = 15.64, (100e6 - 62,914,560) / 4800e3 = 7.73) µs and its gap 18 / 15.64.
+    B: 10 MB ran 1.2 µs, under even 10e6 / 6394e3 = 1.564 µs: not L2. C: compute-bound (5 µs of FLOPs,
+    1 µs of bytes) ran 4 µs. On a spec without l2_bytes a memory-bound row below its floor says so."""
+    from types import SimpleNamespace
+    import numpy as np
+    import pandas as pd
+    from tracekit.cost.l2 import assume_hot
+    spec = SimpleNamespace(id="h200", l2_gbs=6394.0, l2_bytes=62_914_560, bandwidth_gbs=4800.0)
+    nbytes = np.array([100e6, 10e6, 4.8e6])
+    compute = np.array([0.0, 0.0, 5.0])
+    memory = nbytes / 4.8e6
+    floor = np.maximum(compute, memory)
+    dur = np.array([18.0, 1.2, 4.0])
+
+    def rows():
+        return pd.DataFrame({"gap": dur / floor, "gap_floor_us": floor, "bytes": nbytes, "kind": "kernel",
+                             "compute_unit": ["vector", "vector", "matrix"], "l2": None, "l2_floor_us": np.nan,
+                             "cost_note": "model"})
+    df = rows()
+    assume_hot(df, spec, compute, memory, floor, np.full(3, 0.96))
+    a, b, c = df.to_dict("records")
+    assert a["l2"] == "assumed" and a["l2_floor_us"] == pytest.approx(100e6 / 6394e3, rel=1e-12)
+    assert a["gap"] == pytest.approx(18 / (100e6 / 6394e3), rel=1e-12)
+    assert "62.9 MB of its 100.0 MB fit the L2" in a["cost_note"]
+    assert b["l2"] is None and b["gap"] == pytest.approx(1.2 / floor[1]) and "too fast for its bytes even from L2" in b["cost_note"]
+    assert c["l2"] is None and "below its compute term" in c["cost_note"]
+    df = rows()
+    assume_hot(df, SimpleNamespace(id="x", l2_gbs=None, l2_bytes=None, bandwidth_gbs=4800.0), compute, memory, floor,
+               np.zeros(3))
+    assert df["l2"].isna().all() and "spec x has no l2_bytes" in df["cost_note"][0]

@@ -86,8 +86,8 @@ def assume_hot(df: pd.DataFrame, spec, compute_us: np.ndarray, memory_us: np.nda
     beyond the L2's size at DRAM speed): ``l2`` "assumed", ``l2_floor_us`` = ``assumed_floor`` and the gap
     set against max(it, ``launch_slots``: the call's kernels x the launch floor); their ``cost_note`` says
     why. On a spec without ``l2_gbs`` they keep their gap (below 1) and the note names the missing number.
-    Any other row below its floor gets a note that L2 cannot explain it (the model counts more work
-    than the kernel did)."""
+    Any other row below its floor gets a note saying why L2 cannot explain it (too fast even from L2,
+    compute-bound, or a spec without ``l2_bytes``)."""
     l2_bytes = getattr(spec, "l2_bytes", None)
     if "gap" not in df or len(df) == 0:
         return
@@ -108,11 +108,18 @@ def assume_hot(df: pd.DataFrame, spec, compute_us: np.ndarray, memory_us: np.nda
           & np.isin(df["kind"].to_numpy()[idx], _ASSUMABLE_KINDS)
           & ~np.isin(df["compute_unit"].to_numpy()[idx], ("link", "pcie"))
           & (df["l2"].astype(object).to_numpy()[idx] != "hot"))
+    memory_bound = memory_us[idx] >= compute_us[idx]
+    device = np.isin(df["kind"].to_numpy()[idx], _ASSUMABLE_KINDS)
     notes = []
-    for b, g, h, good in zip(nbytes, gap[idx], hot, ok):
+    for b, g, h, good, mem, dev in zip(nbytes, gap[idx], hot, ok, memory_bound, device):
         if not good:
-            notes.append(f"{BELOW_NOTE}ran {g:.2f}x it, too fast for its bytes even from L2: the model "
-                         "counts more than the kernel did")
+            notes.append(f"{BELOW_NOTE}ran {g:.2f}x it, " + (
+                f"less work than the model counts (a conversion that returned its input, a cached result) "
+                f"or spec {spec.id} is not this machine's (tracekit calibrate)" if not dev else
+                f"and spec {spec.id} has no l2_bytes to tell whether L2 served it" if mem and not l2_bytes else
+                "too fast for its bytes even from L2: the model counts more than the kernel moved" if mem else
+                "below its compute term: the model counts more FLOPs than the kernel did, or the spec's "
+                "peak is below what this device reaches"))
             continue
         fit = (f"its {_mb(b)} fit the {_mb(l2_bytes)} L2" if b <= l2_bytes else
                f"{_mb(l2_bytes)} of its {_mb(b)} fit the L2")
