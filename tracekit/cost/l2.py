@@ -114,8 +114,8 @@ def assume_hot(df: pd.DataFrame, spec, compute_us: np.ndarray, memory_us: np.nda
     for b, g, h, good, mem, dev in zip(nbytes, gap[idx], hot, ok, memory_bound, device):
         if not good:
             notes.append(f"{BELOW_NOTE}ran {g:.2f}x it, " + (
-                f"less work than the model counts (a conversion that returned its input, a cached result) "
-                f"or spec {spec.id} is not this machine's (tracekit calibrate)" if not dev else
+                f"a CPU op: less work than the model counts (a conversion that returned its input), caches "
+                f"faster than spec {spec.id}'s memory, or another machine's spec (tracekit calibrate)" if not dev else
                 f"and spec {spec.id} has no l2_bytes to tell whether L2 served it" if mem and not l2_bytes else
                 "too fast for its bytes even from L2: the model counts more than the kernel moved" if mem else
                 "below its compute term: the model counts more FLOPs than the kernel did, or the spec's "
