@@ -231,6 +231,11 @@ def test_without_an_execution_trace_a_kernel_that_beats_its_dram_floor_is_held_t
     proven = with_et[(with_et["op"] == "aten::copy_") & (with_et["bytes"] == CAST_BYTES)
                      & (with_et["dur_us"] < dram)]
     assert len(proven) == 21 and set(proven["l2"]) == {"hot"}
+    from tracekit.cost.devices import spec_by_id
+    from tracekit.cost.multi import on_device
+    other = on_device(trace, spec_by_id("h100-sxm")).kernels          # --devices: times from an H200, floors
+    assert other["l2"].isna().all() and (other["gap"] < 1).any()      # of an H100: no L2 story told there
+    assert not other["cost_note"].astype(str).str.contains("L2 assumed|below its floor").any()
 
 
 def test_text_json_and_html_say_a_row_is_set_against_an_assumed_hot_l2_floor(tmp_path):

@@ -226,8 +226,10 @@ def roofline_terms(df: pd.DataFrame, spec) -> tuple[np.ndarray, np.ndarray]:
     return compute_us, memory_us
 
 
-def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
-    """floor_us, bound and gap from the costed rows and a DeviceSpec (None: no floors)."""
+def apply_roofline(df: pd.DataFrame, spec, measured_here: bool = True) -> pd.DataFrame:
+    """floor_us, bound and gap from the costed rows and a DeviceSpec (None: no floors). ``measured_here``:
+    the times were recorded on this spec's device; a view on another device (cost.multi) does not read
+    a row below its floor as served from L2 (it ran on other hardware)."""
     if df.empty:
         return df
     if spec is None:
@@ -265,7 +267,8 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
     state, hot = l2_floors(df, spec, compute_us, floor)       # inputs a recent kernel left in L2 (cost.l2)
     df["l2"], df["l2_floor_us"] = state, hot
     slots = _op_level_gaps(df, floor, shortest, np.where(np.isnan(hot), floor, hot))
-    assume_hot(df, spec, compute_us, memory_us, floor, slots)  # beat the DRAM floor: L2 assumed (cost.l2)
+    if measured_here:
+        assume_hot(df, spec, compute_us, memory_us, floor, slots)  # beat the DRAM floor: L2 assumed (cost.l2)
     return df
 
 
