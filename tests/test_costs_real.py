@@ -40,8 +40,8 @@ def test_layer_norm_backward_writes_what_output_mask_asks():
 
 
 def test_fused_adamw_is_costed_from_the_execution_traces_list_shapes(tmp_path):
-    """torch 2.11's Kineto records TensorList arguments as [] (no shapes, no dtype): from the trace
-    alone fused AdamW has no floor and says why; the bundle's execution trace gives the lists. GPT
+    """torch 2.11's Kineto records a TensorList of more than 30 tensors as [] (no shapes, no dtype; here 37):
+    from the trace alone fused AdamW has no floor and says why; the bundle's execution trace gives the lists. GPT
     training: 79,443,456 fp32 parameters (README) = 317,773,824 B per list; params, grads, exp_avg,
     exp_avg_sq read and params, exp_avg, exp_avg_sq written (7 lists), + 37 fp32 step counters read;
     ~15 FLOPs per parameter."""

@@ -123,7 +123,7 @@ def test_compiled_cuda_graph_trees_replays_are_costed():
     assert len(replayed) == 2 * 5 and all(k["op_source"] == "graph_capture" for k in replayed)
     gemm = [k for k in replayed if k["name"].startswith("triton_tem_fused_addmm")]
     assert len(gemm) == 5
-    assert gemm[0]["flops"] == 2 * 128 * 1024 * 1024
+    assert gemm[0]["flops"] == 2 * 128 * 1024 * 1024 + 128 * 1024          # + the bias its epilogue adds
     assert gemm[0]["bytes"] == 2 * (128 * 1024 + 1024 * 1024 + 1024 + 128 * 1024)
     relu = [k for k in replayed if k["name"].startswith("triton_poi_fused_relu")]
     assert relu[0]["bytes"] == 2 * 2 * 128 * 1024 and relu[0]["floor_us"] is not None

@@ -24,12 +24,13 @@ HERE = H200 / "inductor"
 UNNAMED = HERE / "gpt2_max_autotune_unnamed"
 FIXED = 70 * 1024            # per-launch DRAM traffic besides the data (code, parameters)
 
-# tokens 4 x 1,024 = 4,096 rows (M); d 768; qkv 2,304; MLP 3,072 (gpt2_train.py --seq 1024 --batch 4)
+# tokens 4 x 1,024 = 4,096 rows (M); d 768; qkv 2,304; MLP 3,072 (gpt2_train.py --seq 1024 --batch 4);
+# the forward Linears have biases: their addmm templates also add M·N (4,096 x out features)
 TEMPLATE_FLOPS = {
-    "triton_tem_fused__to_copy_add_addmm_native_layer_norm_t_view_5": 2 * 4096 * 768 * 2304,  # c_attn
-    "triton_tem_fused__to_copy_addmm_t_transpose_view_8": 2 * 4096 * 768 * 768,               # c_proj
-    "triton_tem_fused__to_copy_addmm_native_layer_norm_t_view_16": 2 * 4096 * 768 * 3072,     # c_fc
-    "triton_tem_fused__to_copy_addmm_gelu_t_view_13": 2 * 4096 * 3072 * 768,                  # mlp_proj
+    "triton_tem_fused__to_copy_add_addmm_native_layer_norm_t_view_5": 2 * 4096 * 768 * 2304 + 4096 * 2304,  # c_attn
+    "triton_tem_fused__to_copy_addmm_t_transpose_view_8": 2 * 4096 * 768 * 768 + 4096 * 768,                # c_proj
+    "triton_tem_fused__to_copy_addmm_native_layer_norm_t_view_16": 2 * 4096 * 768 * 3072 + 4096 * 3072,     # c_fc
+    "triton_tem_fused__to_copy_addmm_gelu_t_view_13": 2 * 4096 * 3072 * 768 + 4096 * 768,                   # mlp_proj
     "triton_tem_fused__to_copy_mm_t_transpose_view_15": 2 * 4096 * 768 * 768,                 # c_proj dX
     "triton_tem_fused__to_copy_cat_mm_t_transpose_view_16": 2 * 4096 * 2304 * 768,            # c_attn dX
 }
@@ -54,7 +55,7 @@ def test_template_gemms_on_views_are_costed():
     for name, flops in zip(tem["name"], tem["flops"]):
         assert flops == TEMPLATE_FLOPS[name], name
     assert tem["flops"].sum() == 2 * (2 * 4096 * 768 * 2304 + 2 * 4096 * 768 * 768) + 2 * 4096 * 768 * 3072 * 2 \
-        + 2 * 4096 * 768 * 768 + 2 * 4096 * 2304 * 768
+        + 2 * 4096 * 768 * 768 + 2 * 4096 * 2304 * 768 + 4096 * (2 * (2304 + 768) + 3072 + 768)   # + bias adds
     assert (tem["compute_unit"] == "matrix").all() and (tem["dtype"] == "bf16").all()
 
 
@@ -274,3 +275,58 @@ def test_capture_wrapper_waits_for_the_module_to_be_imported(tmp_path, monkeypat
     finally:
         remove()
     assert tk_fake_ac2.AsyncCompile().triton("k", "src").filename is None
+
+
+def test_template_bias_adds_from_the_source_or_the_addmm_in_its_name():
+    """Issue 24.9 for Inductor: a GEMM template that fused an addmm adds the bias to each of its M·N
+    outputs. With the source kept (captures/h200/seed_max-autotune-no-cudagraphs_b128: relu(x Wᵀ + b),
+    x [128, 1024], W [1024, 1024]) its epilogue reads `tmp1 = acc + tmp0`: 2·128·1024·1024 + 128·1024 =
+    268,566,528 FLOPs. Without it (the unnamed bundle), the `addmm` in the kernel's name says the same:
+    c_attn 2·4096·768·2304 + 4096·2304 = 14,504,951,808. The backward dX templates fuse `mm`: no adds."""
+    from tracekit.ops.inductor_source import template_acc_adds
+    seed = H200 / "seed_max-autotune-no-cudagraphs_b128.kernels" / "c64ktn4y2sarj5zjkhytswvhsus6l5com4wtgjmk6d7krgfujylz.py"
+    assert template_acc_adds(seed.read_text(), "triton_tem_fused_addmm_relu_t_0") == 1
+    k = analyze(H200 / "seed_max-autotune-no-cudagraphs_b128.json.gz")[0].kernels
+    tem = k[k["name"] == "triton_tem_fused_addmm_relu_t_0"]
+    assert set(tem["flops"]) == {268_566_528} and all("its epilogue adds to acc" in n for n in tem["cost_note"])
+    step = last_step(analyze(UNNAMED)[0])
+    c_attn = step[step["name"] == "triton_tem_fused__to_copy_add_addmm_native_layer_norm_t_view_5"]
+    assert set(c_attn["flops"]) == {14_504_951_808}
+    assert all("the bias of the addmm its name fuses" in n for n in c_attn["cost_note"])
+    named = last_step(analyze(HERE / "gpt2_max_autotune")[0])
+    dx = named[named["name"].str.startswith("triton_tem_")]
+    assert len(dx) == 2 and set(dx["flops"]) == {2 * 4096 * 768 * 768, 2 * 4096 * 2304 * 768}
+    assert not any("adds" in n for n in dx["cost_note"])
+
+
+BLOCK_PTR_SRC = '''def triton_poi_fused_add_embedding_0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xnumel = 786432
+    xoffset = tl.program_id(0) * XBLOCK
+    tmp0 = tl.load(tl.make_block_ptr(in_ptr0, shape=[786432], strides=[1], block_shape=[XBLOCK], order=[0], offsets=[xoffset]), boundary_check=[0])
+    tmp1 = tl.load(tl.make_block_ptr(in_ptr1, shape=[4, 256, 768], strides=[0, 768, 1], block_shape=[1, 1, XBLOCK], order=[2, 1, 0], offsets=[xoffset // 196608, (xoffset // 768) % 256, xoffset % 768]), boundary_check=[2])
+    tmp2 = tl.load(tl.make_block_ptr(in_ptr2, shape=[ks0, 768], strides=[768, 1], block_shape=[1, XBLOCK], order=[1, 0], offsets=[xoffset // 768, xoffset % 768]), boundary_check=[1])
+    tmp3 = tmp0 + tmp1 * tmp2
+    tl.store(tl.make_block_ptr(out_ptr0, shape=[786432], strides=[1], block_shape=[XBLOCK], order=[0], offsets=[xoffset]), tl.broadcast_to(tmp3, [XBLOCK]).to(tl.float32), boundary_check=[0])
+'''
+
+
+def test_block_pointer_reach_from_its_shape():
+    """Issue 24 (block pointers, Inductor's triton.use_block_ptr). SYNTHETIC kernel text in Inductor's
+    block-pointer form (no committed trace uses them): x [4, 256, 768] + pos[:256] (a [1024, 768] table
+    whose block pointer spans [4, 256, 768] with the batch dim's stride 0: 256·768 = 196,608 distinct
+    elements) * s (a block pointer of shape [ks0, 768]: not derivable, its whole tensor). fp32 bytes:
+    x 786,432·4 + pos 196,608·4 + s 1024·768·4 + out 786,432·4 = 10,223,616 (the pos table counted
+    whole gave 12,582,912), and the note names in_ptr2."""
+    from tracekit.ops import OpCall
+    from tracekit.ops.inductor import inductor_cost
+    from tracekit.ops.inductor_source import opaque_block_pointers, pointer_reach
+    name = "triton_poi_fused_add_embedding_0"
+    assert pointer_reach(BLOCK_PTR_SRC, name) == {"in_ptr0": 786432, "in_ptr1": 196608, "in_ptr2": None,
+                                                   "out_ptr0": 786432}
+    assert opaque_block_pointers(BLOCK_PTR_SRC, name) == ["in_ptr2"]
+    call = OpCall(name, [[4, 256, 768], [1024, 768], [1024, 768], [4, 256, 768], []], ["float"] * 4 + ["Int"],
+                  None, ["", "", "", "", "786432"], kernel=name)
+    roles = ["in_ptr0", "in_ptr1", "in_ptr2", "out_ptr0", "xnumel"]
+    cost = inductor_cost(call, ["add", "embedding"], roles, BLOCK_PTR_SRC)
+    assert cost.bytes == 4 * (786432 + 196608 + 1024 * 768 + 786432) == 10_223_616
+    assert "block pointer shape not derivable for in_ptr2: its whole tensor" in cost.model

@@ -72,9 +72,10 @@ def ridge(spec: DeviceSpec, dtype: str | None, unit: str | None) -> float | None
 
 def on_device(trace, spec: DeviceSpec):
     """The trace as if costed for ``spec``: a shallow copy whose kernel table is a copy with floor, bound,
-    gap and covered redone (the loaded, classified and costed rows are shared, never re-read)."""
+    gap and covered redone (the loaded, classified and costed rows are shared, never re-read); rows below
+    their floor there are not read as served from L2 (they ran on the trace's own device)."""
     view = copy.copy(trace)
-    view.kernels = apply_roofline(trace.kernels.copy(), spec)
+    view.kernels = apply_roofline(trace.kernels.copy(), spec, measured_here=same_spec(spec, trace.spec))
     view.spec = spec
     view.warnings = list(trace.warnings)
     return view

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.cost.devices import LINK_UNITS
-from tracekit.cost.l2 import l2_floors
+from tracekit.cost.l2 import ASSUMED_NOTE, BELOW_NOTE, assume_hot, l2_floors
 from tracekit.cost.rates import rate_for
 from tracekit.model.keys import ValueKeys, first_rows, ids
 from tracekit.ops import Cost, OpCall, broadcast, cost_of, lookup
@@ -228,8 +228,10 @@ def roofline_terms(df: pd.DataFrame, spec) -> tuple[np.ndarray, np.ndarray]:
     return compute_us, memory_us
 
 
-def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
-    """floor_us, bound and gap from the costed rows and a DeviceSpec (None: no floors)."""
+def apply_roofline(df: pd.DataFrame, spec, measured_here: bool = True) -> pd.DataFrame:
+    """floor_us, bound and gap from the costed rows and a DeviceSpec (None: no floors). ``measured_here``:
+    the times were recorded on this spec's device; a view on another device (cost.multi) does not read
+    a row below its floor as served from L2 (it ran on other hardware)."""
     if df.empty:
         return df
     if spec is None:
@@ -238,9 +240,14 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
         return df
     compute_us, memory_us = roofline_terms(df, spec)
     notes = df["cost_note"]                  # a view on another device: drop the last device's no-floor notes
-    if any("; no floor: spec " in n for n in notes.tolist() if type(n) is str):   # (none on a first costing)
+    marks = ("; no floor: spec ", ASSUMED_NOTE, BELOW_NOTE)   # (none of them on a first costing)
+    if any(m in n for n in notes.tolist() if type(n) is str for m in marks):
         df["cost_note"] = notes.where(~notes.astype(str).str.contains("; no floor: spec ", regex=False),
                                       notes.astype(str).str.replace(r"; no floor: spec .*$", "", regex=True))
+        for mark in (ASSUMED_NOTE, BELOW_NOTE):  # ... and its reasons for rows below their floor (cost.l2)
+            notes = df["cost_note"]
+            df["cost_note"] = notes.where(~notes.astype(str).str.contains(mark, regex=False),
+                                          notes.astype(str).str.split(mark, n=1, regex=False).str[0])
     known = ~np.isnan(df["bytes"].to_numpy(dtype=float))
     floor = np.where(known, np.maximum(compute_us, memory_us), np.nan)
     floor = np.where(np.isfinite(floor) & (floor > 0), floor, np.nan)
@@ -263,7 +270,9 @@ def apply_roofline(df: pd.DataFrame, spec) -> pd.DataFrame:
     df["bound"] = bound
     state, hot = l2_floors(df, spec, compute_us, floor)       # inputs a recent kernel left in L2 (cost.l2)
     df["l2"], df["l2_floor_us"] = state, hot
-    _op_level_gaps(df, floor, shortest, np.where(np.isnan(hot), floor, hot))
+    slots = _op_level_gaps(df, floor, shortest, np.where(np.isnan(hot), floor, hot))
+    if measured_here:
+        assume_hot(df, spec, compute_us, memory_us, floor, slots)  # beat the DRAM floor: L2 assumed (cost.l2)
     return df
 
 
@@ -294,13 +303,14 @@ def carrier_text(df: pd.DataFrame, col: str) -> pd.Series:
 
 
 def _op_level_gaps(df: pd.DataFrame, floor: np.ndarray, launch_us: float | None = None,
-                   gap_base: np.ndarray | None = None) -> None:
+                   gap_base: np.ndarray | None = None) -> np.ndarray:
     """gap = time / max(floor, launch floor), where the time of an op call with several kernels (split-K
     reduce, cuDNN helpers, a foreach op launched in chunks) is all its kernels' time, set against the floor
     the op's carrier kernel holds (its hot-L2 floor where ``gap_base`` gives one), and the launch floor is
     the call's kernels x the shortest kernel (a separate kernel cannot run shorter: docs/method.md);
     ``gap_floor_us`` keeps what gap divides by
-    beside the roofline ``floor_us``; ``covered`` marks every row whose time is counted against a floor."""
+    beside the roofline ``floor_us``; ``covered`` marks every row whose time is counted against a floor.
+    Returns each row's launch floor (its call's kernels x the shortest kernel; 0 without one)."""
     dur = df["dur_us"].to_numpy(dtype=float)
     has_floor = ~np.isnan(floor)
     op_id = df["op_id"].to_numpy()
@@ -319,3 +329,4 @@ def _op_level_gaps(df: pd.DataFrame, floor: np.ndarray, launch_us: float | None 
     df["gap"] = op_time / gap_floor
     df["covered"] = covered
     df["gap_floor_us"] = gap_floor
+    return kernels * launch_us if launch_us else np.zeros(len(df))

@@ -71,11 +71,13 @@ COLUMNS: tuple[Column, ...] = (
                                      "that carries its floor (NaN when no floor)"),
     Column("covered", "bool", "roofline", "the row's time is set against a floor: its own, or its op call's "
                                           "carried by a sibling kernel"),
-    Column("gap_floor_us", "float", "roofline", "what gap divides by: max(floor_us, or l2_floor_us when hot, the "
+    Column("gap_floor_us", "float", "roofline", "what gap divides by: max(floor_us, or l2_floor_us when hot or assumed, the "
                                               "op call's kernels x the shortest kernel), µs (NaN without a floor)"),
-    Column("l2", "str", "roofline", '"hot" (an input a recent kernel wrote, resident in L2: cost.l2) | "cold" | None '
-                                    '(no execution-trace join, or the spec has no l2_gbs)'),
-    Column("l2_floor_us", "float", "roofline", "hot rows: max(compute term, bytes / the spec's l2_gbs), µs (NaN else)"),
+    Column("l2", "str", "roofline", '"hot" (an input a recent kernel wrote, resident in L2: cost.l2) | "assumed" (not '
+                                    'proven, but it ran below its DRAM floor and L2 can explain it: cost_note says why) | '
+                                    '"cold" | None (no execution-trace join, or the spec has no l2_gbs)'),
+    Column("l2_floor_us", "float", "roofline", "hot rows: max(compute term, bytes / the spec's l2_gbs), assumed rows: "
+                                               "the same with the bytes beyond the L2's size at DRAM speed, µs (NaN else)"),
 )
 
 KERNEL_COLUMNS = [c.name for c in COLUMNS]

@@ -15,7 +15,7 @@ import math
 import re
 
 from tracekit.ops.table import FAMILIES, IO, Cost, lookup, plain_name
-from tracekit.ops.inductor_source import pointer_reach, template_gemm
+from tracekit.ops.inductor_source import opaque_block_pointers, pointer_reach, template_acc_adds, template_gemm
 from tracekit.ops.tensors import FLOAT_DTYPES, OpCall, Tensor
 
 _PREFIX = re.compile(r"(?:triton_(?:poi|per|red|tem|for)|cpp)_(?:fused_?)?")
@@ -289,11 +289,28 @@ def inductor_cost(call: OpCall, fused: list[str], roles: list[str] | None, sourc
     if dims is not None:
         batch, m, n, k = dims
         how = "M, N, K from its source" if stated else "2MNK"
-        return Cost(flops=2.0 * batch * m * n * k, bytes=float(nbytes), dtype=dtype, unit="matrix",
-                    model=f"Inductor template: {how}; bytes {source_note}")
+        adds, why = _epilogue_adds(source, kernel, fused) if template else (0, "")
+        if adds:
+            how += f"; + {'' if adds == 1 else f'{adds} x '}M·N adds ({why})"
+        return Cost(flops=2.0 * batch * m * n * k + adds * batch * m * n, bytes=float(nbytes), dtype=dtype,
+                    unit="matrix", model=f"Inductor template: {how}; bytes {source_note}")
     numel = space if space is not None else max(t.numel for t in tensors)
+    opaque = opaque_block_pointers(source, kernel, _numels(call, roles)) if source else []
+    if opaque:
+        source_note += f"; block pointer shape not derivable for {', '.join(opaque)}: its whole tensor"
     return Cost(flops=float(numel * max(1, len(fused))), bytes=float(nbytes), dtype=dtype, unit="vector",
                 model=f"Inductor kernel: bytes {source_note}; 1 FLOP/element per fused op")
+
+
+def _epilogue_adds(source: str | None, kernel: str, fused: list[str]) -> tuple[int, str]:
+    """Tensors a GEMM template adds to its M x N result, one add per element each, and why: the epilogue's
+    ``acc + tmp`` lines where the source is kept, else 1 where its name says it fused an addmm/baddbmm
+    (the bias; the template's other fused ops are not counted: a lower bound)."""
+    adds = template_acc_adds(source, kernel) if source else None
+    if adds is not None:
+        return adds, "its epilogue adds to acc"
+    named = fused or ops_from_name(kernel) or []
+    return (1, "the bias of the addmm its name fuses") if {"addmm", "baddbmm"} & set(named) else (0, "")
 
 
 def _numels(call: OpCall, roles: list[str] | None) -> dict[str, int]:

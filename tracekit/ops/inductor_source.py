@@ -6,9 +6,14 @@
   ``x1 = xindex // 768``: xnumel/768) and the kernel's ``xnumel``/``r0_numel``. A slice (the first
   256 of 1,024 position rows) therefore reads 256 rows, not the buffer. A load through a loaded
   index (``768*tmp4``: a gather) touches at most one element per point of the iteration space. A
-  pointer loaded some other way (block pointers, an unknown name) has no reach: its whole tensor.
+  block pointer (``tl.make_block_ptr(in_ptr0, shape=[256, 768], strides=[768, 1], ...)``, Inductor's
+  ``triton.use_block_ptr``) reaches at most the product of its ``shape`` (dims of stride 0 left out),
+  where each entry is a number or a numel the kernel knows. A pointer loaded some other way (a block
+  pointer whose shape cannot be told, an unknown name) has no reach: its whole tensor
+  (``opaque_block_pointers`` names those block pointers).
 - **template GEMM**: a ``triton_tem_`` matmul template states ``M = 4096``, ``N = ...``, ``K = ...``
-  (and ``BATCH``/grid for bmm) in its body.
+  (and ``BATCH``/grid for bmm) in its body; its epilogue adds a loaded tensor to the accumulator
+  (``tmp1 = acc + tmp0``: addmm's bias) once per output element for each such line.
 
 Only the text of one kernel's ``def`` is read; nothing is executed (``ast`` parses expressions).
 """
@@ -24,6 +29,7 @@ _LOAD = re.compile(r"tl\.load\((\w+) \+ \(((?:[^()]|\((?:[^()]|\([^()]*\))*\))*)
 _DEF = re.compile(r"^\s+(\w+) = (.+?)\s*$", re.MULTILINE)
 _NUMEL = re.compile(r"^\s+([xyzr]\d*_?numel) = (\d+)\s*$", re.MULTILINE)
 _GEMM = re.compile(r"^\s+(M|N|K|BATCH) = (\d+)\s*$", re.MULTILINE)
+_ACC_ADD = re.compile(r"^\s+tmp\d+ = (?:acc \+ tmp\d+|tmp\d+ \+ acc)\s*$", re.MULTILINE)
 _BASE = {"xindex": "xnumel", "yindex": "ynumel", "zindex": "znumel", "rindex": "r0_numel",
          "r0_index": "r0_numel", "r1_index": "r1_numel"}
 _INDEX_VAR = re.compile(r"(?:[xyz]\d+|r\d+_\d+|r\d+)$")
@@ -128,11 +134,76 @@ def _reach(source: str, kernel: str, numels: tuple) -> tuple:
             n = ranges.count(tree)
         reach[ptr] = None if n is None else reach.get(ptr, 0) + n
     code = body[body.find(")") + 1:]                  # past the signature
-    for ptr in reach:                                 # used elsewhere too (an alias, a block pointer)
-        sites = len(re.findall(rf"tl\.(?:load|store)\({ptr} \+ \(", code))
+    blocks = _block_pointers(code, ranges)
+    for ptr, n in blocks:
+        if ptr not in reach or reach[ptr] is not None:
+            reach[ptr] = None if n is None else reach.get(ptr, 0) + n
+    for ptr in reach:                                 # used elsewhere too (an alias)
+        sites = len(re.findall(rf"tl\.(?:load|store)\({ptr} \+ \(", code)) + sum(p == ptr for p, _ in blocks)
         if len(re.findall(rf"\b{ptr}\b", code)) > sites:
             reach[ptr] = None
     return tuple(reach.items())
+
+
+_BLOCK_PTR = "tl.make_block_ptr("
+
+
+def _block_pointers(code: str, ranges: "_Ranges") -> list[tuple[str, int | None]]:
+    """(base pointer, elements its block pointer can address or None) for each ``tl.make_block_ptr``
+    call: the product of its ``shape`` over the dims whose stride is not 0 (a broadcast dim re-reads)."""
+    out = []
+    at = code.find(_BLOCK_PTR)
+    while at >= 0:
+        depth, end = 0, None
+        for i in range(at + len(_BLOCK_PTR) - 1, min(len(code), at + 4096)):
+            depth += {"(": 1, ")": -1}.get(code[i], 0)
+            if depth == 0:
+                end = i + 1
+                break
+        call = None
+        if end is not None:
+            try:
+                call = ast.parse(code[at:end], mode="eval").body
+            except SyntaxError:
+                call = None
+        if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name):
+            out.append((call.args[0].id, _block_reach(call, ranges)))
+        at = code.find(_BLOCK_PTR, end if end else at + 1)
+    return out
+
+
+def _block_reach(call: ast.Call, ranges: "_Ranges") -> int | None:
+    args = {k.arg: k.value for k in call.keywords}
+    if len(call.args) >= 3:                           # positional: base, shape, strides, ...
+        args.setdefault("shape", call.args[1])
+        args.setdefault("strides", call.args[2])
+    shape, strides = args.get("shape"), args.get("strides")
+    if not isinstance(shape, (ast.List, ast.Tuple)):
+        return None
+    dims = shape.elts
+    steps = strides.elts if isinstance(strides, (ast.List, ast.Tuple)) and len(strides.elts) == len(dims) else \
+        [None] * len(dims)
+    total = 1
+    for dim, step in zip(dims, steps):
+        if isinstance(step, ast.Constant) and step.value == 0:
+            continue                                  # a broadcast dim: the same elements again
+        if isinstance(dim, ast.Constant) and isinstance(dim.value, int) and dim.value >= 0:
+            total *= dim.value
+        elif isinstance(dim, ast.Name) and dim.id in ranges.numels:
+            total *= ranges.numels[dim.id]
+        else:
+            return None
+    return total
+
+
+def opaque_block_pointers(source: str | None, kernel: str, numels: dict[str, int] | None = None) -> list[str]:
+    """The pointers a kernel reads through a block pointer whose reach cannot be told (their whole
+    tensor counts): to say so beside the cost."""
+    body = kernel_body(source, kernel) if source else None
+    if body is None or _BLOCK_PTR not in body:
+        return []
+    ranges = _Ranges(body, dict(numels or {}))
+    return sorted({p for p, n in _block_pointers(body[body.find(")") + 1:], ranges) if n is None})
 
 
 def template_gemm(source: str | None, kernel: str) -> tuple[int, int, int, int] | None:
@@ -144,3 +215,10 @@ def template_gemm(source: str | None, kernel: str) -> tuple[int, int, int, int] 
     if not all(k in found for k in "MNK"):
         return None
     return found.get("BATCH", 1), found["M"], found["N"], found["K"]
+
+
+def template_acc_adds(source: str | None, kernel: str) -> int | None:
+    """How many tensors a GEMM template's epilogue adds to its accumulator (``tmp1 = acc + tmp0``: an
+    addmm's bias, a fused residual), each one add per output element; None without the kernel's body."""
+    body = kernel_body(source, kernel)
+    return None if body is None else len(_ACC_ADD.findall(body))

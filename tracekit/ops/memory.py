@@ -55,12 +55,16 @@ def _gather_io(call: OpCall) -> IO:
     return IO((index, picked(table, shape)), (_like(table, shape),))
 
 
+# torch's profiler writes the shapes of a TensorList of more than 30 tensors as []
+# (TENSOR_LIST_DISPLAY_LENGTH_LIMIT, torch/csrc/profiler/util.h): an optimizer over more parameters has none
+LONG_LIST = "Kineto writes a list of more than 30 tensors as [] (an execution trace gives them)"
+
+
 def _lists(call: OpCall) -> list[list[Tensor]]:
     lists = [call.tensor_list(i) for i in range(len(call.dims))]
     lists = [tl for tl in lists if tl]
     if not lists:
-        raise ValueError("no tensor lists (this profiler records TensorList shapes as []: an execution "
-                         "trace gives them)")
+        raise ValueError(f"no tensor lists: {LONG_LIST}")
     return lists
 
 
@@ -104,7 +108,7 @@ def _adam_io(call: OpCall) -> IO:
     grads, both moments (and max moments with amsgrad) and steps read once; params and moments written."""
     lists = [call.tensor_list(i) for i in range(6)]
     if not all(lists[:4]):
-        raise ValueError("TensorList shapes not recorded (an execution trace gives them)")
+        raise ValueError(f"TensorList shapes not recorded: {LONG_LIST}")
     params, grads, avgs, sqs, maxes, steps = lists
     writes = (*params, *avgs, *sqs, *maxes)
     return IO((*params, *grads, *avgs, *sqs, *maxes, *steps), writes)

@@ -82,7 +82,7 @@ def _columns(steps):
 
 
 FACT_FIELDS = ("step", "dur_us", "start_us", "bound", "name", "category", "fused_ops", "graph", "floor_us", "gap",
-               "op", "kind")
+               "op", "l2", "kind")
 """The kernel fields the diagnosis reads."""
 
 
@@ -107,9 +107,9 @@ def facts_of(doc: dict, launch_us: float | None = None, columns: dict | None = N
     # one pass over the steps' kernels (~10k a step in a large trace): each sum in the kernels' order
     by_step: dict = {}                       # step -> its kernels' [start, end) spans
     durs, cats, groups = [], defaultdict(float), {}
-    n_launch = n_small = n_graph = n_inductor = 0
+    n_launch = n_small = n_graph = n_inductor = n_assumed = 0
     launch_sum = small_sum = 0
-    for step, raw, start, bound, name, category, ops, graph, floor, gap, op in zip(*fields):
+    for step, raw, start, bound, name, category, ops, graph, floor, gap, op, l2 in zip(*fields):
         spans = by_step.get(step)
         if spans is None:
             spans = by_step[step] = []
@@ -130,6 +130,8 @@ def facts_of(doc: dict, launch_us: float | None = None, columns: dict | None = N
             small_sum += d
         if graph:
             n_graph += 1
+        if l2 == "assumed":
+            n_assumed += 1
         cats[str(category)] += d
         floor, gap = _num(floor), _num(gap)
         if floor is not None and gap is not None:                       # time above the floor, by (name, op)
@@ -168,6 +170,7 @@ def facts_of(doc: dict, launch_us: float | None = None, columns: dict | None = N
         "shortest_kernel_us": launch_us,
         "launch_bound_kernels_per_step": n_launch / n,
         "launch_bound_us_per_step": launch_sum / n,
+        "l2_assumed_kernels_per_step": n_assumed / n,
         "unfused_memory_kernels_per_step": n_small / n,
         "unfused_memory_us_per_step": small_sum / n,
         "inductor_kernels_per_step": n_inductor / n,
@@ -276,6 +279,9 @@ def _floors(f: dict) -> str:
             out += (f"; one-kernel floor {_us(fused)} ({kind}): the step's kernels take {_times(t / fused)} it"
                     + (f", its GPU span {_times(f['window_us_per_step'] / fused)}"
                        if f["busy_pct"] is not None and f["busy_pct"] < BUSY_HOST and f["window_us_per_step"] else ""))
+    if f.get("l2_assumed_kernels_per_step"):
+        out += (f". {_n(f['l2_assumed_kernels_per_step'])} kernels per step ran below their DRAM floor: their "
+                "inputs are assumed in L2 (bound 'L2 assumed'; cost_note says why)")
     return out + "."
 
 

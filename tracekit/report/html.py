@@ -191,9 +191,17 @@ def _ops(trace: Trace, n: int) -> str:
     return _table(["op", "kernels per step", "time per step", "floor", "gap", "FLOPs", "bytes"], rows) + more
 
 
-def _group_row(r) -> list[str]:
+BOUND_TITLES = {"L2 hot": "gap against the hot-L2 floor (bytes / the spec's l2_gbs): the execution trace shows a "
+                          "kernel just before wrote its input",
+                "L2 assumed": "ran below its DRAM floor and its bytes fit in L2, assumed to have served them (no "
+                              "execution trace proves it): gap against the hot-L2 floor where the spec has l2_gbs; "
+                              "the JSON cost_note says more"}
+
+
+def _group_row(r) -> list:
+    bound = (r.bound_s, BOUND_TITLES[r.bound_s]) if r.bound_s in BOUND_TITLES else r.bound_s
     return [_kernel_cell(r.name), r.op_name.removeprefix("aten::"), str(r.category), r.shapes or "-", r.dtype_s,
-            fmt_per_step(r.count), fmt_us(r.dur_us), fmt_us(r.floor_us if r.floor_us else None), fmt_gap(r.gap), r.bound_s]
+            fmt_per_step(r.count), fmt_us(r.dur_us), fmt_us(r.floor_us if r.floor_us else None), fmt_gap(r.gap), bound]
 
 
 HEAD = ["kernel", "op", "category", "shapes", "dtype", "per step", "time", "floor", "gap", "bound"]

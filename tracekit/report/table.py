@@ -51,11 +51,14 @@ CPU_HEADINGS = {"kernels": "CPU ops", "kernel time": "op time", "GPU busy": "CPU
 
 def _bound_text(df: pd.DataFrame) -> pd.Series:
     """The bound as the top table shows it: ``L2 hot`` where a memory-bound row's gap is set against its
-    hot-L2 floor (cost.l2), so hot and cold calls of one kernel are separate rows."""
+    hot-L2 floor (cost.l2), ``L2 assumed`` where it ran below its DRAM floor and L2 is assumed to have
+    served it (no execution trace proves it), so hot, assumed and cold calls of one kernel are separate rows."""
     text = carrier_text(df, "bound")
     if "l2" not in df:
         return text
-    return text.where(~((df["l2"].astype(object) == "hot") & (text == "memory")), "L2 hot")
+    l2 = df["l2"].astype(object)
+    text = text.where(~((l2 == "hot") & (text == "memory")), "L2 hot")
+    return text.where(~((l2 == "assumed") & (text == "memory")), "L2 assumed")
 
 
 def kernel_groups(trace: Trace) -> pd.DataFrame:
