@@ -47,12 +47,14 @@ def main():
     for (op, name), r in unc.sort_values("sum", ascending=False).head(12).iterrows():
         print(f"  uncosted: {r['sum']:8.1f} us x{int(r['count'])}  op={op}  {name[:90]}")
     below = k[(k["floor_us"] > 0) & (k["dur_us"] < k["floor_us"])]
-    print(f"below roofline floor: {len(below)} of {len(k)} kernel runs; l2 {dict(Counter(below['l2'].astype(str)))}")
+    print(f"kernel runs below their op's roofline floor: {len(below)} of {len(k)}; l2 "
+          f"{dict(Counter(below['l2'].astype(str)))} (an op of several kernels: its carrier alone)")
     for (op, name), g in below.groupby(["op", "name"]):
         r = g["dur_us"] / g["floor_us"]
         gf = g["dur_us"] / g["gap_floor_us"]
         print(f"  {len(g)}x {r.min():.3f}-{r.max():.3f} of floor (gap floor {gf.min():.3f}-{gf.max():.3f}, "
-              f"l2 {sorted(set(g['l2'].astype(str)))})  op={op}  {name[:70]}")
+              f"l2 {sorted(set(g['l2'].astype(str)))}, op gap {g['gap'].min():.3f}-{g['gap'].max():.3f})  "
+              f"op={op}  {name[:60]}")
     beat = k[k["gap"] < 1]        # gap: the op's kernels' time over the floor it is set against
     print(f"gap below 1: {len(beat)} runs; l2 {dict(Counter(beat['l2'].astype(str)))}")
     for (op, name), g in beat.groupby(["op", "name"]):
@@ -66,28 +68,39 @@ def main():
         print(f"ncu kernels {len(ncu)}, bundle last step {len(last)}")
         if len(ncu) != len(last):
             return
-        agg = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0])
-        io = last["et_io"] if "et_io" in last else None
-        worst = []
+        # one op call's kernels (a split-K reduce, cuDNN layout helpers, a reduction split in two) share
+        # its execution-trace reads: count them once per call, against all its kernels' DRAM reads
+        calls = OrderedDict()
         for n, (_, r) in zip(ncu, last.iterrows()):
-            same = short(n["name"]) == short(r["name"]) or r["name"].startswith("_Z")
-            rd, wr = n["dram__bytes_read.sum"], n["dram__bytes_write.sum"]
-            a_ = agg[r["category"]]
-            x = r.get("et_io")
-            reads = float(sum(q.nbytes for q in x.reads)) if hasattr(x, "reads") else float("nan")
-            a_[0] += 1
-            if reads == reads:
-                a_[1] += rd; a_[2] += wr; a_[3] += reads; a_[4] += 1
-            if not same:
+            if short(n["name"]) != short(r["name"]) and not r["name"].startswith("_Z"):
                 print(f"  name mismatch: {n['name'][:60]} / {r['name'][:60]}")
-            if reads == reads and reads > 1e6:
-                worst.append((rd / reads, rd, wr, reads, r["name"][:70], r["op"]))
-        for c, (cnt, rd, wr, b, joined) in sorted(agg.items(), key=lambda x: -x[1][3]):
-            print(f"  {c:12s} {cnt:4d} kernels ({int(joined)} joined)  ncu read {rd:.4g} write {wr:.4g}  read/tracekit reads "
-                  f"{rd / b if b else float('nan'):.3f}  tracekit reads {b:.4g}")
+            key = r["op_id"] if r["op_id"] != -1 else ("k", r.name)
+            c = calls.setdefault(key, {"cat": None, "rd": 0.0, "wr": 0.0, "reads": float("nan"), "n": 0,
+                                       "op": r["op"], "name": r["name"]})
+            c["rd"] += n["dram__bytes_read.sum"]
+            c["wr"] += n["dram__bytes_write.sum"]
+            c["n"] += 1
+            if c["cat"] is None or r["floor_us"] == r["floor_us"]:      # the carrier's category
+                c["cat"] = r["category"]
+            x = r.get("et_io")
+            if hasattr(x, "reads"):
+                c["reads"] = float(sum(q.nbytes for q in x.reads))
+        agg = defaultdict(lambda: [0, 0, 0.0, 0.0, 0.0])
+        worst = []
+        for c in calls.values():
+            a_ = agg[c["cat"]]
+            a_[0] += c["n"]
+            if c["reads"] == c["reads"]:
+                a_[1] += 1; a_[2] += c["rd"]; a_[3] += c["wr"]; a_[4] += c["reads"]
+                if c["reads"] > 1e6:
+                    worst.append((c["rd"] / c["reads"], c["rd"], c["wr"], c["reads"], c["n"], c["name"][:60], c["op"]))
+        for cat, (cnt, joined, rd, wr, b) in sorted(agg.items(), key=lambda x: -x[1][4]):
+            print(f"  {cat:12s} {cnt:4d} kernels, {joined} joined op calls  ncu read {rd:.4g} write {wr:.4g}  "
+                  f"read/tracekit reads {rd / b if b else float('nan'):.3f}  tracekit reads {b:.4g}")
         worst.sort()
         for w in worst[:6] + worst[-6:]:
-            print(f"  read/tk {w[0]:.3f} read {w[1]:.4g} write {w[2]:.4g} tk reads {w[3]:.4g}  op={w[5]} {w[4]}")
+            print(f"  read/tk {w[0]:.3f} read {w[1]:.4g} write {w[2]:.4g} tk reads {w[3]:.4g} kernels {w[4]}  "
+                  f"op={w[6]} {w[5]}")
 
 
 if __name__ == "__main__":
