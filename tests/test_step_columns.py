@@ -61,6 +61,8 @@ def test_many_empty_steps_hold_the_summary_as_columns(tmp_path):
     s = doc["summary"]
     for key in ("kernels", "kernel_us", "idle_us", "wall_us", "launches"):
         assert isinstance(s[f"{key}_per_step"], Column), key
+    for key in ("fusion_headroom_bytes", "fused_floor_us_per_step", "fused_floor_kind_per_step", "fusion_rule"):
+        assert isinstance(s[key], Column) and s[key] == s["fusion_per_step"].values(s[key].key), key
     # the one CPU op (5 µs at ts 5) is in step 0; every step is a 90 µs annotation with no runtime call
     assert s["kernels_per_step"] == [1] + [0] * (n - 1)
     assert s["kernel_us_per_step"] == [5.0] + [0.0] * (n - 1)
