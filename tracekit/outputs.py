@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterable
 
 from tracekit.errors import TracekitError
-from tracekit.model.rows import Rows
+from tracekit.model.rows import Column, Rows
 
 
 def shown(path) -> str:
@@ -216,7 +216,7 @@ def json_chunks(doc, option: int = 0):
     """``json_bytes(doc)`` in pieces, the same bytes once joined: a dict holding lazy rows or a long list is
     written key by key and the rows ``ROWS_PER_PIECE`` at a time, so the whole text is never held (an
     explain document of 100k steps is 112 MB of JSON; the 9,684 kernels of a 42 MB trace 9.5 MB)."""
-    if isinstance(doc, Rows) or (type(doc) is list and len(doc) > ROWS_PER_PIECE):
+    if isinstance(doc, (Rows, Column)) or (type(doc) is list and len(doc) > ROWS_PER_PIECE):
         yield b"["
         for lo in range(0, len(doc), ROWS_PER_PIECE):
             piece = json_bytes(doc[lo:lo + ROWS_PER_PIECE], option)
@@ -233,7 +233,7 @@ def json_chunks(doc, option: int = 0):
 
 
 def _holds_rows(value) -> bool:
-    if isinstance(value, Rows) or (type(value) is list and len(value) > ROWS_PER_PIECE):
+    if isinstance(value, (Rows, Column)) or (type(value) is list and len(value) > ROWS_PER_PIECE):
         return True
     if isinstance(value, dict):
         return any(_holds_rows(v) for v in value.values() if isinstance(v, (dict, Rows, list)))
@@ -241,7 +241,7 @@ def _holds_rows(value) -> bool:
 
 
 def _as_list(value):
-    if isinstance(value, Rows):
+    if isinstance(value, (Rows, Column)):
         return list(value)
     raise TypeError
 
@@ -251,7 +251,7 @@ def _escaped(value):
         return shown(value)
     if isinstance(value, dict):
         return {_escaped(k): _escaped(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, Rows)):
+    if isinstance(value, (list, tuple, Rows, Column)):
         return [_escaped(v) for v in value]
     return value
 

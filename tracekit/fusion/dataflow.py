@@ -300,10 +300,10 @@ def fusion_summary(trace) -> dict:
         kept[i] = _fusion_row(k, f, fused, known, cats)
     template = _fusion_row(None, empty, [], [], {}) if empty is not None else {}
     per = Rows(len(indices), template, {"step": indices}, kept)     # empty steps made when read (model.rows)
-    return {"fusion_headroom_bytes": per.values("headroom_bytes"),
-            "fused_floor_us_per_step": per.values("fused_floor_us"),
-            "fused_floor_kind_per_step": per.values("fused_floor_kind"),
-            "fusion_rule": per.values("rule"),
+    return {"fusion_headroom_bytes": per.column("headroom_bytes"),
+            "fused_floor_us_per_step": per.column("fused_floor_us"),
+            "fused_floor_kind_per_step": per.column("fused_floor_kind"),
+            "fusion_rule": per.column("rule"),
             "fusion_per_step": per}
 
 
