@@ -379,3 +379,30 @@ def test_assume_hot_holds_rows_l2_can_explain_and_names_why_others_are_below():
     assume_hot(df, SimpleNamespace(id="x", l2_gbs=None, l2_bytes=None, bandwidth_gbs=4800.0), compute, memory, floor,
                np.zeros(3))
     assert df["l2"].isna().all() and "spec x has no l2_bytes" in df["cost_note"][0]
+
+
+def test_a_spec_without_kernel_us_takes_the_traces_shortest_activity_as_its_launch_floor():
+    """Issue 24.2 on devices whose spec has no measured [launch] kernel_us (mi300x, b200, the A100s...):
+    TraceLens's MI300X BERT trace had a 3.5 µs kernel at 6,370,600x its floor of bytes (a few hundred B at
+    5.3 TB/s), because no launch floor applied. The shortest device activity in the trace itself
+    (kernels, copies, memsets; read here from the raw events) is what no separate kernel on that device
+    beat, so the gap is set against it; a view on another device's spec gets none (cost.multi.on_device)."""
+    import gzip
+
+    import orjson
+
+    from tracekit.cost.devices import load_spec
+    from tracekit.cost.multi import on_device
+    path = ROOT / "tests" / "data" / "peers" / "tracelens" / "mi300__gaunernst_bert-small-uncased__1016001.json.gz"
+    events = orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    shortest = min(e["dur"] for e in events if e.get("ph") == "X" and e.get("dur", 0) > 0
+                   and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    trace = analyze_path(path)[0]
+    assert trace.spec.id == "mi300x" and not trace.spec.launch_us
+    k = trace.kernels
+    launch = k[k["bound"] == "launch"]
+    assert len(launch) > 0 and launch["gap_floor_us"].to_numpy() == pytest.approx(shortest)
+    assert (launch["floor_us"] < shortest).all()                  # the roofline floor stays beside it
+    assert k["gap"].max() < 20                                    # was 6,370,600
+    other = on_device(analyze_path(H200 / "seed_eager_b1.json.gz")[0], load_spec("mi300x")).kernels
+    assert (other["bound"] != "launch").all()

@@ -264,7 +264,7 @@ def apply_roofline(df: pd.DataFrame, spec, measured_here: bool = True) -> pd.Dat
             df.loc[lost, "cost_note"] = df.loc[lost, "cost_note"] + f"; no floor: spec {spec.id} has no [link] {key}"
     bound = np.where(np.isnan(floor), None, np.where(compute_us > memory_us, "compute", "memory"))
     bound = np.where(np.isin(df["compute_unit"].to_numpy(), LINK_UNITS) & ~np.isnan(floor), "link", bound)
-    shortest = launch_floor(df, spec)
+    shortest = launch_floor(df, spec, measured_here)
     if shortest:                 # no kernel runs faster than the device lets one start and finish
         bound = np.where(floor < shortest, "launch", bound)
     df["bound"] = bound
@@ -276,16 +276,21 @@ def apply_roofline(df: pd.DataFrame, spec, measured_here: bool = True) -> pd.Dat
     return df
 
 
-def launch_floor(df: pd.DataFrame, spec) -> float | None:
+def launch_floor(df: pd.DataFrame, spec, measured_here: bool = True) -> float | None:
     """The shortest a separate kernel runs on the device: the spec's ``[launch] kernel_us``, or the table's
     own shortest kernel where one ran shorter (the spec's figure is one kernel's minimum, not the device's:
     a bf16 fill_ of a few elements ran 0.576 µs on the H200 whose one-element add_ never ran under 0.959).
     Copies and memsets count too: the floor applies to them, so none may beat it (a 0.736 µs DtoD copy of
-    a graph replay had read 0.82x against the shortest kernel's 0.896)."""
-    if not spec.launch_us:
+    a graph replay had read 0.82x against the shortest kernel's 0.896). A spec without ``kernel_us`` uses
+    the table's shortest alone, where the times were measured on that spec's device (``measured_here``):
+    no activity of the trace beat it, so a gap is never set against a floor of nanoseconds; on another
+    device's spec, none (the trace's times say nothing of that device's launches)."""
+    if not spec.launch_us and not measured_here:
         return None
     dur = df.loc[df["kind"].isin(("kernel", "memcpy", "memset")), "dur_us"].to_numpy(dtype=float)
     dur = dur[dur > 0]
+    if not spec.launch_us:
+        return float(dur.min()) if len(dur) else None
     return min(spec.launch_us, float(dur.min())) if len(dur) else spec.launch_us
 
 
