@@ -317,25 +317,14 @@ class External:
 
 def _minus(ranges: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
     """The byte ranges ``ranges`` less [lo, hi)."""
-    out = []
-    for l, h in ranges:
-        if hi <= l or h <= lo:
-            out.append((l, h))
-            continue
-        if l < lo:
-            out.append((l, lo))
-        if hi < h:
-            out.append((hi, h))
-    return out
+    return [r for l, h in ranges for r in ((l, min(h, lo)), (max(l, hi), h)) if r[0] < r[1]]
 
 
 def step_dataflow(ios: list[ExactIO | None]) -> tuple[list[Version], list[External]]:
     """Follow one step's op calls (launch order; ``ios[i]`` of node i): which reads are of tensors
     written earlier in the step (intermediates), which come from outside (external inputs, each
-    storage range once), and which versions are still live at the end. A read binds each of its bytes
-    to the newest version that wrote it (a freed block reused by a smaller tensor: reads of the new
-    tensor are not reads of the old one); a partial write (place unknown) binds the read and leaves
-    its bytes to older versions too."""
+    storage range once), and which versions are still live at the end. A read binds each byte to its
+    newest writer (a partial write, place unknown, binds it and leaves its bytes to older ones too)."""
     versions: list[Version] = []
     live: dict[int, list[int]] = {}            # storage -> live versions there
     external: dict[tuple, External] = {}
