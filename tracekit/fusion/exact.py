@@ -315,10 +315,16 @@ class External:
         return max(0, hi - lo - self.covered - sum(self.deduct.values()))
 
 
+def _minus(ranges: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    """The byte ranges ``ranges`` less [lo, hi)."""
+    return [r for l, h in ranges for r in ((l, min(h, lo)), (max(l, hi), h)) if r[0] < r[1]]
+
+
 def step_dataflow(ios: list[ExactIO | None]) -> tuple[list[Version], list[External]]:
     """Follow one step's op calls (launch order; ``ios[i]`` of node i): which reads are of tensors
     written earlier in the step (intermediates), which come from outside (external inputs, each
-    storage range once), and which versions are still live at the end."""
+    storage range once), and which versions are still live at the end. A read binds each byte to its
+    newest writer (a partial write, place unknown, binds it and leaves its bytes to older ones too)."""
     versions: list[Version] = []
     live: dict[int, list[int]] = {}            # storage -> live versions there
     external: dict[tuple, External] = {}
@@ -327,20 +333,23 @@ def step_dataflow(ios: list[ExactIO | None]) -> tuple[list[Version], list[Extern
             continue
         for a in io.reads:
             s, lo, hi = a.region
-            covered, partial_hits = 0, {}
-            for v in live.get(s, ()):
+            unbound = [(lo, hi)]                 # bytes of the read no newer exact write holds
+            partial_hits = {}
+            for v in reversed(live.get(s, ())):  # newest first: each byte binds to its newest writer
+                if not unbound:
+                    break
                 ver = versions[v]
                 _, vlo, vhi = ver.access.region
-                if min(hi, vhi) <= max(lo, vlo):
+                if not any(vlo < h and l < vhi for l, h in unbound):
                     continue
                 if not ver.readers or ver.readers[-1] != i:      # i rises: the last reader is the only test
                     ver.readers.append(i)
                 if ver.access.partial:
-                    partial_hits[v] = ver.access.nbytes
+                    partial_hits[v] = ver.access.nbytes         # wrote somewhere inside: older ones stay bound
                 else:
-                    covered += min(hi, vhi) - max(lo, vlo)
-            covered = min(covered, hi - lo)
-            if covered == hi - lo:
+                    unbound = _minus(unbound, vlo, vhi)
+            covered = hi - lo - sum(h - l for l, h in unbound)
+            if not unbound:
                 continue
             ext = external.setdefault((s, lo, hi), External(a))
             if not ext.readers or ext.readers[-1] != i:
