@@ -33,7 +33,7 @@ python3 -c "import sys, torch, triton, transformers, timm; print('python', sys.v
 python3 -c "import tracekit; print('tracekit from', tracekit.__file__)"
 ncu --version | tail -1
 for j in ${*:-l2 deltanet_decode convnext_train mamba2_fwd whisper_fwd ncu_deltanet_decode ncu_convnext_train ncu_mamba2_fwd ncu_whisper_fwd}; do case $j in
-  l2) job l2 60 python3 l2_bandwidth.py ;;
+  l2) job l2 60 python3 ../l2/l2_bandwidth.py ;;
   deltanet_decode) job $j 120 $TK deltanet_decode.py -o $B/$j --step-fn deltanet_decode:decode_step --warmup 2 --steps 3 -- --iters 6 ;;
   convnext_train)  job $j 120 $TK convnext_train.py -o $B/$j --step-fn convnext_train:train_step --warmup 2 --steps 3 -- --iters 6 ;;
   mamba2_fwd)      job $j 120 $TK mamba2_fwd.py -o $B/$j --step-fn mamba2_fwd:forward_step --warmup 2 --steps 3 -- --iters 6 ;;
