@@ -159,6 +159,9 @@ def test_tolerance_and_baseline_switches(tmp_path):
                      'max_time_ratio = 1.5\ntolerance = 0.0\n')
     rc, doc = check_json(EAGER1, "--rules", rules)      # 8.29 us vs 5.60 us × 1.5 = 8.40 us
     assert rc == 0 and [r["rule"] for r in doc["results"]] == ["baseline.kernel_us_per_step"]
+    # a pass says the limit it was held to (the baseline × max_time_ratio, and the tolerance), in µs:
+    # it read "expected ≤ 5.60 us, found 8.29 us" as a PASS
+    assert doc["results"][0]["expected"] == "≤ 8.40 µs × (1 + 0%)" and doc["results"][0]["found"].endswith(" µs")
     rc, doc = check_json(EAGER1, "--rules", rules, "--tolerance", "0")
     assert rc == 0
     rules.write_text(rules.read_text().replace("1.5", "1.4"))

@@ -362,6 +362,9 @@ def evaluate_baseline(doc: dict, settings: dict) -> list[Result]:
         add("baseline.fused_ops", "no fused-op set of the baseline lost",
             f"{len(f['kept'])} kept, {len(f['gained'])} gained")
     if settings["time"]:
-        t = ps["kernel_us"]
-        add("baseline.kernel_us_per_step", f"≤ {fmt_num(t['a'], 2)} us", f"{fmt_num(t['b'], 2)} us")
+        t, tol = ps["kernel_us"], settings["tol"]        # the limit diff.regressions applies, as it words it
+        ratio = tol.get("time_ratio", 1.0)
+        add("baseline.kernel_us_per_step",
+            f"≤ {fmt_num(t['a'] * ratio, 2)} µs × (1 + {tol['time']:.0%})" if t["a"] is not None else "≤ baseline",
+            f"{fmt_num(t['b'], 2)} µs")
     return out
