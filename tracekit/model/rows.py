@@ -41,16 +41,8 @@ class Rows(Sequence):
         return row
 
     def values(self, key: str) -> list:
-        """One key of every row, as a list (no row made)."""
-        col = self.columns.get(key)
-        default = self.template.get(key)
-        out = list(col) if col is not None else [default] * self.n
-        for i, row in self.kept.items():
-            out[i] = row.get(key)
-        for i, row in self.more.items():
-            if key in row:
-                out[i] = row[key]
-        return out
+        """One key of every row, as a list (no row made): ``Column``'s whole slice."""
+        return Column(self, key)[:]
 
     def column(self, key: str):
         """``values(key)`` as a lazy ``Column`` when most rows are made from the template (it then holds no
