@@ -240,14 +240,11 @@ def apply_roofline(df: pd.DataFrame, spec, measured_here: bool = True) -> pd.Dat
         return df
     compute_us, memory_us = roofline_terms(df, spec)
     notes = df["cost_note"]                  # a view on another device: drop the last device's no-floor notes
-    marks = ("; no floor: spec ", ASSUMED_NOTE, BELOW_NOTE)   # (none of them on a first costing)
-    if any(m in n for n in notes.tolist() if type(n) is str for m in marks):
-        df["cost_note"] = notes.where(~notes.astype(str).str.contains("; no floor: spec ", regex=False),
-                                      notes.astype(str).str.replace(r"; no floor: spec .*$", "", regex=True))
-        for mark in (ASSUMED_NOTE, BELOW_NOTE):  # ... and its reasons for rows below their floor (cost.l2)
-            notes = df["cost_note"]
-            df["cost_note"] = notes.where(~notes.astype(str).str.contains(mark, regex=False),
-                                          notes.astype(str).str.split(mark, n=1, regex=False).str[0])
+    # ... and its reasons for rows below their floor (cost.l2): each is appended last, so cut to the end
+    marks = ("; no floor: spec ", ASSUMED_NOTE, BELOW_NOTE)
+    if any(m in n for n in notes.tolist() if type(n) is str for m in marks):     # (none on a first costing)
+        text, cut = notes.astype(str), "|".join(map(re.escape, marks))
+        df["cost_note"] = notes.where(~text.str.contains(cut), text.str.replace(f"(?:{cut}).*$", "", regex=True))
     known = ~np.isnan(df["bytes"].to_numpy(dtype=float))
     floor = np.where(known, np.maximum(compute_us, memory_us), np.nan)
     floor = np.where(np.isfinite(floor) & (floor > 0), floor, np.nan)
