@@ -265,7 +265,7 @@ def _step_figures(f: dict) -> dict:
 def fusion_summary(trace) -> dict:
     """Summary keys for the JSON contract: per step kernels, fused ops, fusion ratio, headroom."""
     df = trace.kernels
-    indices = [s.index for s in trace.steps] or [0]
+    indices = trace.steps.indices() or [0]
     rows = step_rows(df)
     memo: dict = {}
     by_step: dict = {}                        # step -> (categories, fused_ops lists) in table order

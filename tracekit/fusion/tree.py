@@ -74,7 +74,7 @@ def step_tree(trace, step: int, scopes: Scopes, rows: dict | None = None, memo: 
     rows = step_rows(df) if rows is None else rows
     pairs = rows.get(step, [])
     at = {label: i for i, label in enumerate(df.index)}
-    name = next((s.name for s in trace.steps if s.index == step), "whole trace")
+    name = trace.steps.name_of(step, "whole trace")
     root = TreeNode("root", name)
     ops, names = df["op"].tolist(), df["name"].tolist()
     for label, _ in pairs:
@@ -146,7 +146,7 @@ def module_trees(trace, scopes: Scopes | None = None) -> tuple[list[TreeNode], S
     scopes = read_scopes(trace) if scopes is None else scopes
     rows = step_rows(trace.kernels)
     memo: dict = {}
-    indices = [s.index for s in trace.steps] or [0]
+    indices = trace.steps.indices() or [0]
     return [step_tree(trace, k, scopes, rows, memo) for k in indices], scopes
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracekit.model.trace import Step, Trace
+from tracekit.model.trace import Step, Steps, Trace
 
 RULE = "graph replays (an iteration from each replay of a graph's first piece)"
 
@@ -22,8 +22,8 @@ def split_by_graph_iterations(trace: Trace) -> bool:
     start = df["start_us"].to_numpy(dtype=float)
     end = float(np.nanmax(start + df["dur_us"].to_numpy(dtype=float)))
     bounds = [*starts, max(end, starts[-1])]
-    trace.steps = [Step(index=k, name=f"graph iteration {k}", start_us=bounds[k], end_us=bounds[k + 1])
-                   for k in range(len(starts))]
+    trace.steps = Steps.of(Step(index=k, name=f"graph iteration {k}", start_us=bounds[k], end_us=bounds[k + 1])
+                           for k in range(len(starts)))
     k = np.searchsorted(np.asarray(starts), start, side="right") - 1
     df["step"] = np.where(k >= 0, k, -1).astype(int)
     trace.step_rule = RULE

@@ -26,7 +26,8 @@ from tracekit.load.pieces import OP
 from tracekit.load.reader import read_trace, trace_events  # noqa: F401
 from tracekit.load.engine_steps import FAMILIES, family_of
 from tracekit.load.runtime import runtime_per_step
-from tracekit.model.trace import Step, Trace, trim_last_step
+from tracekit.model.steps import StepNames
+from tracekit.model.trace import Steps, Trace, trim_last_step
 
 TRACE_NAMES = ("trace.json.gz", "trace.json")
 
@@ -189,47 +190,44 @@ def _compile_marker(step_marker: str | None):
     return None if step_marker is None else UserRegex(step_marker, "--step-marker")
 
 
-def _steps(marks: tuple, marker, marker_text: str | None) -> tuple[list[Step], str]:
+def _steps(marks: tuple, marker, marker_text: str | None) -> tuple[Steps, str]:
     """Steps from the marks' columns (event index, name, ts, dur): the first of each (name, start), by
     start."""
     idx, names, ts, dur = marks
+    names = StepNames.of(names)
     ts = np.asarray(ts, dtype=float)
-    order = np.lexsort((np.asarray(idx, dtype=np.int64), ts)).tolist()    # by start, then event order
-    starts = ts.tolist()
-    kept, start, seen = [], None, set()             # the first of each (name, start): equal starts are
-    for k in order:                                 # neighbours now (no dict of every step's key)
-        if starts[k] != start:
-            start, seen = starts[k], set()
-        if names[k] not in seen:
-            seen.add(names[k])
-            kept.append(k)
+    order = np.lexsort((np.asarray(idx, dtype=np.int64), ts))           # by start, then event order
+    codes = names.codes()[order]
+    by_key = np.lexsort((codes, ts[order]))               # equal (start, name) together, the first one first
+    same = (np.diff(ts[order][by_key]) == 0) & (np.diff(codes[by_key]) == 0)
+    first = np.ones(len(order), dtype=bool)
+    first[by_key[1:][same]] = False
+    kept = order[first]
     rule = f"marker:{marker_text}" if marker is not None else "ProfilerStep"
-    if marker is None and kept:
-        profiler_steps = [k for k in kept if PROFILER_STEP.match(names[k])]
-        if profiler_steps:
-            kept = profiler_steps
+    if marker is None and len(kept):
+        shown = names.take(kept)
+        profiler_steps = np.fromiter((PROFILER_STEP.match(n) is not None for n in shown), dtype=bool, count=len(kept))
+        if profiler_steps.any():
+            kept = kept[profiler_steps]
         else:                     # a serving trace: the engine's iterations, of its first family (engine_steps)
-            family = next((f for f, _ in FAMILIES if any(family_of(names[k]) == f for k in kept)), None)
-            kept = [k for k in kept if family is not None and family_of(names[k]) == family]
+            families = [family_of(n) for n in shown]
+            family = next((f for f, _ in FAMILIES if f in families), None)
+            kept = kept[np.array([f is not None and f == family for f in families], dtype=bool)]
             rule = f"engine iterations ({family})"
-    if not kept:
+    if not len(kept):
         if marker is not None:
             raise TracekitError(f"--step-marker {marker_text!r} matches no event in the trace")
-        return [], "whole trace"
-    durs = np.asarray(dur, dtype=float)[kept].tolist()
-    steps = [Step(index=j, name=names[k], start_us=starts[k], end_us=starts[k] + d)
-             for j, (k, d) in enumerate(zip(kept, durs))]
-    return steps, rule
+        return Steps.of([]), "whole trace"
+    return Steps(np.arange(len(kept)), names.take(kept), ts[kept], ts[kept] + np.asarray(dur, dtype=float)[kept]), rule
 
 
-def _assign_steps(df: pd.DataFrame, steps: list[Step]) -> pd.DataFrame:
+def _assign_steps(df: pd.DataFrame, steps: Steps) -> pd.DataFrame:
     """Replace the launch-time placeholder in ``step`` with the index of the step holding it."""
     when = df["step"].to_numpy(dtype=float)
     if not steps:
         df["step"] = np.zeros(len(df), dtype=int)
         return df
-    starts = np.array([s.start_us for s in steps])
-    ends = np.array([s.end_us for s in steps])
+    starts, ends = steps.start_us, steps.end_us
     k = np.searchsorted(starts, when, side="right") - 1
     inside = (k >= 0) & (when < ends[np.clip(k, 0, None)])
     df["step"] = np.where(inside, k, -1).astype(int)

@@ -22,6 +22,7 @@ from msgspec import UNSET, Raw, UnsetType
 from tracekit.load.events import (ANNOTATION, CPU_OP, DEVICE, DEVICE_CATEGORIES, GROUP, LAUNCH, MTIA, NO_ARGS, RANGE,
                                   NOT_COMPLETE, NOT_X, PYTHON, Args, dma_args, dma_name, is_step_name, mtia_kind)
 from tracekit.load.fields import MAX_ABS_TS_US, MAX_DUR_US, grid_value, number
+from tracekit.model.steps import StepNames
 
 _INT64 = (-(1 << 63), 1 << 63)
 OP, STEP, DROPPED = 0, 1, 2             # what a CPU op event is: an op, a step marker, a marker not used
@@ -104,6 +105,7 @@ def packed_piece() -> Piece:
     for name in _INTS:
         setattr(p, name, array("q"))
     p.c_role = array("b")
+    p.s_name = StepNames()                  # ProfilerStep#N names as a prefix and numbers, not 100k strs
     for name in _IDS:
         setattr(p, name, array("q"))
     return p

@@ -19,9 +19,11 @@ Where: ``$TRACEKIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracekit``, else ``~/.cac
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import tempfile
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +33,8 @@ import pandas as pd
 from tracekit.model.cache_key import FORMAT, code_digest, folder, key, settings  # noqa: F401  (the cache's API)
 from tracekit.model.keys import SHARED_COLUMNS
 from tracekit.model.schema import BY_NAME, KERNEL_COLUMNS
-from tracekit.model.trace import Step, Trace
+from tracekit.model.steps import StepNames, Steps
+from tracekit.model.trace import Trace
 
 def _path(root: Path, k: str) -> Path:
     return root / k[:2] / f"{k}.parquet"
@@ -45,6 +48,8 @@ def _plain(value):
         return {"__items__": [[k, _plain(v)] for k, v in value.items()]}
     if isinstance(value, list):
         return [_plain(v) for v in value]
+    if isinstance(value, array):                  # runtime_per_step's typed columns: read back as lists
+        return value.tolist()
     return value
 
 
@@ -59,11 +64,51 @@ def _unplain(value):
 
 
 def _json(value) -> bytes:
-    """orjson of a value that must come back equal (a tuple, NaN or an object would not: ValueError)."""
-    data = orjson.dumps(_plain(value))
-    if _unplain(orjson.loads(data)) != value:
+    """orjson of a value that must come back equal (a tuple, NaN or an object would not: ValueError); a
+    typed array comes back as the list of its values."""
+    plain = _plain(value)
+    data = orjson.dumps(plain)
+    if _unplain(orjson.loads(data)) != plain:
         raise ValueError(f"{type(value).__name__} value does not survive JSON")
     return data
+
+
+_HOST = "host_"
+
+
+def _per_step(trace: Trace) -> tuple[bytes, dict, dict]:
+    """The steps' columns and the typed host-figure columns (``load.runtime``) as one .npz (8 B a value,
+    not a JSON list of lists: 100k steps took 140 MB to write that way), their names' JSON, and the
+    metadata left for JSON."""
+    steps, metadata = trace.steps, dict(trace.metadata)
+    arrays = {"index": steps.index, "start_us": steps.start_us, "end_us": steps.end_us}
+    names = {"texts": steps.names.texts} if steps.names.texts is not None else {"prefix": steps.names.prefix}
+    if names.get("prefix") is not None or not len(steps):
+        arrays["numbers"] = np.frombuffer(steps.names.numbers, dtype=np.int64) if len(steps) else np.zeros(0, np.int64)
+    host = metadata.get("runtime_per_step")
+    typed = {k: v for k, v in host.items() if isinstance(v, array)} if isinstance(host, dict) else {}
+    if typed:
+        metadata["runtime_per_step"] = {k: v for k, v in host.items() if k not in typed}
+        names["host"] = {k: v.typecode for k, v in typed.items()}
+        arrays.update({_HOST + k: np.frombuffer(v, dtype=np.int64 if v.typecode == "q" else np.float64)
+                       for k, v in typed.items()})
+    out = io.BytesIO()
+    np.savez_compressed(out, **arrays)
+    return out.getvalue(), names, metadata
+
+
+def _steps_back(blob: bytes, fields: dict) -> Steps:
+    """``_per_step``'s steps, and its host figures put back into ``fields["metadata"]``."""
+    names = fields["step_names"]
+    with np.load(io.BytesIO(blob), allow_pickle=False) as got:
+        if names.get("texts") is not None:
+            step_names = StepNames(names["texts"])
+        else:
+            step_names = StepNames()
+            step_names.prefix, step_names.numbers = names.get("prefix"), array("q", got["numbers"].tobytes())
+        for k, code in (names.get("host") or {}).items():
+            fields["metadata"].setdefault("runtime_per_step", {})[k] = array(code, got[_HOST + k].tobytes())
+        return Steps(got["index"], step_names, got["start_us"], got["end_us"])
 
 
 def _arrow_table(trace: Trace):
@@ -86,11 +131,11 @@ def _arrow_table(trace: Trace):
             arrays.append(pa.array(col.to_numpy(), type={"float": pa.float64(), "int": pa.int64(),
                                                          "bool": pa.bool_()}[kind]))
         names.append(name)
-    fields = {"steps": [[s.index, s.name, s.start_us, s.end_us] for s in trace.steps],
-              "step_rule": trace.step_rule, "device_name": trace.device_name,
-              "device_properties": trace.device_properties, "metadata": trace.metadata,
+    blob, step_names, metadata = _per_step(trace)
+    fields = {"step_names": step_names, "step_rule": trace.step_rule, "device_name": trace.device_name,
+              "device_properties": trace.device_properties, "metadata": metadata,
               "warnings": trace.warnings, "text_dtypes": text_dtypes}
-    meta = {b"tracekit": _json(fields)}
+    meta = {b"tracekit": _json(fields), b"tracekit.steps": blob}
     return pa.Table.from_arrays(arrays, names=names).replace_schema_metadata(meta)
 
 
@@ -142,6 +187,7 @@ def _read(target: Path, trace_path: str) -> Trace:
 
     table = pq.read_table(target)
     fields = _unplain(orjson.loads(table.schema.metadata[b"tracekit"]))
+    steps = _steps_back(table.schema.metadata[b"tracekit.steps"], fields)
     if sorted(table.column_names) != sorted(KERNEL_COLUMNS):
         raise ValueError("columns differ from the schema")
     cols = {}
@@ -160,7 +206,6 @@ def _read(target: Path, trace_path: str) -> Trace:
             cols[name] = column.to_numpy(zero_copy_only=False).astype(
                 {"float": np.float64, "int": np.int64, "bool": np.bool_}[kind])
     df = pd.DataFrame(cols, columns=KERNEL_COLUMNS)
-    steps = [Step(int(i), str(n), float(s), float(e)) for i, n, s, e in fields["steps"]]
     return Trace(path=str(trace_path), kernels=df, steps=steps, step_rule=fields["step_rule"],
                  device_name=fields["device_name"], device_properties=fields["device_properties"],
                  metadata=fields["metadata"], warnings=list(fields["warnings"]), normalised=True)

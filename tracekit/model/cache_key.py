@@ -15,7 +15,7 @@ import orjson
 from tracekit.lean import cache_off_by_env
 from tracekit.version import __version__
 
-FORMAT = 1                   # bump when the layout of a cache file changes
+FORMAT = 2                   # bump when the layout of a cache file changes
 _enabled: list[bool] = []    # innermost ``settings(enabled=...)`` wins
 
 

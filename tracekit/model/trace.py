@@ -14,16 +14,7 @@ import pandas as pd
 
 from tracekit.errors import TracekitError
 from tracekit.model.schema import KERNEL_COLUMNS  # noqa: F401  (loaders build rows in this order)
-
-
-@dataclass(slots=True)
-class Step:
-    """One step: a ProfilerStep#N range, a --step-marker match, or the whole trace."""
-
-    index: int
-    name: str
-    start_us: float
-    end_us: float
+from tracekit.model.steps import Step, Steps  # noqa: F401  (Step: read from here by the loaders)
 
 
 @dataclass
@@ -32,7 +23,7 @@ class Trace:
 
     path: str
     kernels: pd.DataFrame
-    steps: list[Step]
+    steps: Steps                        # a list of Step given here is made a Steps
     step_rule: str                      # "ProfilerStep", "marker:<regex>", "whole trace"
     device_name: str | None             # deviceProperties name, or None (CPU-only / unknown)
     device_properties: list[dict] = field(default_factory=list)
@@ -42,6 +33,9 @@ class Trace:
     # the loader's events, kept only while graph-replayed rows still need their capture mapped
     source_events: list | None = field(default=None, repr=False)
     normalised: bool = False            # twins, classify, collectives and graph replays done (analyze.normalise)
+
+    def __post_init__(self) -> None:
+        self.steps = Steps.of(self.steps)
 
     @property
     def is_cpu_only(self) -> bool:
@@ -54,7 +48,7 @@ def skip_steps(trace: Trace, n: int) -> Trace:
     as outside every step (step -1) and ``metadata["skipped_steps"]`` says how many were dropped."""
     if n <= 0 or not trace.steps:
         return trace
-    dropped = {s.index for s in trace.steps[:n]}
+    dropped = set(trace.steps.index[:n].tolist())
     if len(dropped) >= len(trace.steps):
         raise TracekitError(f"--skip-steps {n}: the trace has only {len(trace.steps)} step(s)")
     trace.kernels.loc[trace.kernels["step"].isin(dropped), "step"] = -1
@@ -63,7 +57,7 @@ def skip_steps(trace: Trace, n: int) -> Trace:
     return trace
 
 
-def trim_last_step(df: pd.DataFrame, steps: list[Step]) -> str | None:
+def trim_last_step(df: pd.DataFrame, steps: Steps) -> str | None:
     """Code after the loop: the last ProfilerStep range of a trace often runs to the profiler's stop (a
     step that lasts until the next root-module call, a script's last ``prof.step()``), so work after the
     loop joins it. When the last step's rows begin with exactly the previous step's rows (same names in
@@ -71,7 +65,7 @@ def trim_last_step(df: pd.DataFrame, steps: list[Step]) -> str | None:
     first of them starts, and the returned warning names them; None when nothing was trimmed."""
     if len(steps) < 2 or df.empty:
         return None
-    last, prev = steps[-1].index, steps[-2].index
+    last, prev = int(steps.index[-1]), int(steps.index[-2])
     step = df["step"].to_numpy()
     order = np.argsort(df["start_us"].to_numpy(dtype=float), kind="stable")
     names = df["name"].astype(str).to_numpy()
@@ -82,7 +76,7 @@ def trim_last_step(df: pd.DataFrame, steps: list[Step]) -> str | None:
     tail = mine[len(before):]
     labels = df.index[tail]
     df.loc[labels, "step"] = -1
-    steps[-1].end_us = min(steps[-1].end_us, float(df["start_us"].iloc[tail[0]]))
+    steps.set_end(-1, min(float(steps.end_us[-1]), float(df["start_us"].iloc[tail[0]])))
     ops = df.loc[labels, "op"].where(df.loc[labels, "op"].notna(), df.loc[labels, "name"]).astype(str)
     shown = list(dict.fromkeys(o.removeprefix("aten::") for o in ops))
     what = "CPU ops" if (df["kind"] == "cpu_op").all() else "kernels"

@@ -88,8 +88,8 @@ def _bound(compute, memory, floor, launch_us) -> str | None:
 
 def _steps(trace, views: list) -> list[dict]:
     df = trace.kernels
-    indices = [s.index for s in trace.steps] or [0]
-    names = {s.index: s.name for s in trace.steps}
+    indices = trace.steps.indices() or [0]
+    names = dict(zip(trace.steps.indices(), trace.steps.name_list()))
     inside = df[df["step"] >= 0] if len(df) else df
     by_step = dict(tuple(inside.groupby("step", sort=False))) if len(inside) else {}
     tables = [step_table(v).set_index("step") for _, v, _ in views]

@@ -42,7 +42,7 @@ def print_fusion(console, trace, wide: bool = False, summary: dict | None = None
     ``fusion_summary`` when the caller has it (the explain document's summary holds it)."""
     if summary is None or "fusion_per_step" not in summary:
         summary = fusion_summary(trace)
-    names = {s.index: s.name for s in trace.steps}
+    names = dict(zip(trace.steps.indices(), trace.steps.name_list()))
     def fill(p: dict) -> dict:
         ratio = p["aten_ops_per_kernel"]
         return {"step": clip(names.get(p["step"], p["step"]), 32), "kernels": str(p["kernels"]),

@@ -39,7 +39,7 @@ def median_index(trees: list[TreeNode]) -> int:
 
 def modules_document(trace, trees: list[TreeNode], scopes) -> dict:
     """The ``modules`` key: one tree per step, the median step's position, and what the trace held."""
-    steps = [s.index for s in trace.steps] or [0]
+    steps = trace.steps.indices() or [0]
     return {"schema": SCHEMA, "median_step": steps[median_index(trees)] if trees else None,
             "module_events": scopes.module_events, "annotation_events": scopes.annotation_events,
             "backward_linked": scopes.backward_linked, "backward_unlinked": scopes.backward_unlinked,
@@ -122,7 +122,7 @@ def module_table(trace, trees: list[TreeNode], width: int, depth: int = DEFAULT_
     used = sum(cell_width(c, cells[c]) + 3 for c in cols) + 2
     longest = max(len(s) for s in labels_full)
     name_w = longest if wide else max(NAME_MIN, min(longest, NAME_MAX, width - used - 1))
-    steps = [s.name for s in trace.steps]
+    steps = trace.steps.name_list()
     which = f"median step {steps[k]}" if len(steps) > 1 else (steps[0] if steps else "whole trace")
     note = "; identical blocks folded: ×N lines are totals" if any("×" in n.name for _, n in shown) else ""
     filt = f", matching {pattern.pattern!r}" if pattern is not None else ""
@@ -143,7 +143,7 @@ CSV_FIELDS = ["step", "level", "kind", "path", "name", "signature", *FIGURES]
 def node_rows(trace, trees: list[TreeNode]) -> list[list]:
     """Every node of every step's tree (not folded), in tree order: one row of ``CSV_FIELDS`` each."""
     rows: list[list] = []
-    steps = [s.index for s in trace.steps] or [0]
+    steps = trace.steps.indices() or [0]
     for k, root in zip(steps, trees):
         def walk(node: TreeNode, level: int):
             f = node.figures
