@@ -50,7 +50,7 @@ def explain_run(trace: str, format: str = "table", step_marker: str | None = Non
             out, lines = got
             for line in lines:
                 print(line, file=sys.stderr)
-            sys.stdout.buffer.write(out)
+            doc_cache.copy_out(out, sys.stdout.buffer)
             sys.stdout.flush()
             return None
     if not multi_rank and (no_cache or cache_off_by_env()):
@@ -69,13 +69,10 @@ def explain_run(trace: str, format: str = "table", step_marker: str | None = Non
     with loading(trace):
         analysis = load(trace, step_marker=step_marker, device=device, spec=spec, skip_steps=skip_steps,
                         et=et or None, cache=not no_cache, graph_captures=graph_captures)
-    written = emit(analysis.traces, format, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
+    emit(analysis.traces, format, top=top, fusion=fusion, wide=wide, html=html, perfetto=perfetto,
                    by=by or "kernel", sort=sort, pattern=pattern,
                    devices=specs if devices is not None else None, xlsx=xlsx, width=width,
-                   csv_by=by, depth=depth, keep_json=kept is not None)
-    if kept is not None and written is not None:
-        from tracekit.model import doc_cache
-        doc_cache.write(kept, *written)
+                   csv_by=by, depth=depth, keep_key=kept)
     return None
 
 

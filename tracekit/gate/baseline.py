@@ -251,7 +251,7 @@ def load_side(path: str | Path, step_marker: str | None = None, device: str | No
 
 def _from_trace(t) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     from tracekit.report.document import step_table
-    steps = step_table(t).reindex(columns=STEP_FIELDS)
+    steps = step_table(t, STEP_FIELDS)
     kernels = t.kernels[[*KERNEL_FIELDS, "covered"]].copy()
     kernels["fused_ops"] = [f if isinstance(f, list) else [] for f in kernels["fused_ops"]]
     return steps, kernels, {"device": t.device_name, "spec": t.spec.id if t.spec else None, "step_rule": t.step_rule}

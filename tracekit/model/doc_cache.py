@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
@@ -79,38 +81,91 @@ def _path(k: str) -> Path:
     return folder() / k[:2] / f"{k}.explain.json"
 
 
-def read(k: str | None) -> tuple[bytes, list[str]] | None:
-    """(output bytes, warning lines) kept under ``k``, or None."""
+def read(k: str | None) -> tuple[BinaryIO, list[str]] | None:
+    """(the kept output, open at its first byte, and the warning lines), or None: the output is copied
+    out in blocks (``copy_out``), never held whole (100k steps write 112 MB of JSON)."""
     if k is None:
         return None
     try:
-        raw = _path(k).read_bytes()
-        head, _, body = raw.partition(b"\n")
-        warnings = orjson.loads(head)
+        f = _path(k).open("rb")
+    except OSError:
+        return None
+    try:
+        warnings = orjson.loads(f.readline(1 << 24))
+        body = f.tell()
+        has_body = bool(f.read(1))
+        f.seek(body)
     except (OSError, orjson.JSONDecodeError):
+        f.close()
         return None
-    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings) or not body:
+    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings) or not has_body:
+        f.close()
         return None
-    return body, warnings
+    return f, warnings
+
+
+def copy_out(kept: BinaryIO, out: BinaryIO) -> None:
+    with kept:
+        shutil.copyfileobj(kept, out, 1 << 20)
+
+
+class Keeper:
+    """Keeps an output as it is written: ``write`` each piece, ``commit`` once the whole output is out
+    (an atomic rename); left uncommitted (an error, a closed stdout), nothing is kept. Never raises
+    for the cache's own folder: a folder that cannot be written keeps nothing."""
+
+    def __init__(self, k: str | None, warnings: list[str]):
+        self.file = self.tmp = None
+        if k is None:
+            return
+        self.target = _path(k)
+        try:
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            fd, self.tmp = tempfile.mkstemp(prefix=f".{k}.", suffix=".tmp", dir=self.target.parent)
+            self.file = os.fdopen(fd, "wb")
+            self.file.write(orjson.dumps(warnings) + b"\n")
+        except OSError:
+            self.discard()
+
+    def write(self, piece: bytes) -> None:
+        if self.file is not None:
+            try:
+                self.file.write(piece)
+            except OSError:
+                self.discard()
+
+    def commit(self) -> None:
+        if self.file is None:
+            return
+        try:
+            self.file.close()
+            self.file = None
+            os.replace(self.tmp, self.target)
+            self.tmp = None
+        except OSError:
+            pass
+        self.discard()
+
+    def discard(self) -> None:
+        for step in (lambda: self.file is not None and self.file.close(),
+                     lambda: self.tmp is not None and os.path.exists(self.tmp) and os.unlink(self.tmp)):
+            try:
+                step()
+            except OSError:
+                pass
+        self.file = self.tmp = None
+
+    def __enter__(self) -> "Keeper":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.discard()                             # after commit: nothing left; else the partial file goes
 
 
 def write(k: str | None, out, warnings: list[str]) -> None:
     """Keep ``out`` (bytes, or a list of pieces) and the warning lines under ``k``; nothing when the folder
     cannot be written."""
-    if k is None:
-        return
-    target = _path(k)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{k}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(orjson.dumps(warnings) + b"\n")
-                for piece in [out] if isinstance(out, (bytes, bytearray, memoryview)) else out:
-                    f.write(piece)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    except OSError:
-        return
+    with Keeper(k, warnings) as keeper:
+        for piece in [out] if isinstance(out, (bytes, bytearray, memoryview)) else out:
+            keeper.write(piece)
+        keeper.commit()

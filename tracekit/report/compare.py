@@ -49,7 +49,7 @@ def _median(values) -> float | None:
 
 def side_doc(trace: Trace, path: str) -> dict:
     """One side: what it is, its per-step medians and its work classes (means per step)."""
-    steps = step_table(trace)
+    steps = step_table(trace, ["kernels", "fused_ops", "kernel_us", "floor_us", "gap", "costed_us"])
     df = trace.kernels
     timed = bool(len(df)) and bool(df["dur_us"].notna().any())
     fused_floor = fusion_summary(trace)["fused_floor_us_per_step"]

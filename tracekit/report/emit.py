@@ -18,7 +18,7 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
          html: str | None = None, perfetto: str | None = None, by: str = "kernel", sort: str = "time",
          pattern=None, devices: list | None = None, xlsx: str | None = None, width: int | None = None,
          csv_by: str | None = None, depth: int | None = None,
-         keep_json: bool = True) -> tuple[list[bytes], list[str]] | None:
+         keep_key: str | None = None) -> None:
     """Write one format to stdout and the --html / --perfetto files; warnings go to stderr. ``by``,
     ``sort``, ``pattern`` (a ``limits.UserRegex``): what the top table of the table and Markdown formats
     shows (JSON, CSV and HTML keep every kernel). ``devices`` (specs, explain --devices): stdout holds
@@ -26,9 +26,8 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
     ``xlsx``: also write a workbook, one sheet per table (``report.export``); ``width``: the table's
     width in cells (default: the terminal's, else $COLUMNS, else 200); ``csv_by``: CSV rows grouped by
     kernel, op or category (None: one row per kernel execution). ``by`` "module": the module tree
-    (``report.tree_view``) in every format, ``depth`` levels in the table. Returns the JSON written (its
-    pieces) and the warning lines of a plain JSON explain when ``keep_json`` (what ``model.doc_cache``
-    keeps), else None."""
+    (``report.tree_view``) in every format, ``depth`` levels in the table. ``keep_key``: a plain JSON
+    explain's output and warning lines are kept under this ``model.doc_cache`` key as they are written."""
     trees = _module_trees(traces) if by == "module" else None
     lines = list(dict.fromkeys(f"tracekit: warning: {one_line(w, 500)}" for t in traces for w in t.warnings))
     for t in traces:
@@ -59,15 +58,17 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
     elif fmt == "json":
         doc = docs[0] if len(docs) == 1 else {"graphs": docs}
         del docs
-        keep = keep_json and not (html or perfetto or xlsx or devices is not None or trees is not None)
-        pieces = []                                     # written as made: the whole text is never held
-        for piece in json_chunks(doc, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS):
-            sys.stdout.buffer.write(piece)
-            if keep:
-                pieces.append(piece)
-        sys.stdout.buffer.write(b"\n")
-        sys.stdout.flush()
-        return (pieces + [b"\n"], lines) if keep else None
+        keep = keep_key if not (html or perfetto or xlsx or devices is not None or trees is not None) else None
+        from tracekit.model.doc_cache import Keeper
+        with Keeper(keep, lines) as keeper:            # written as made: the whole text is never held
+            for piece in json_chunks(doc, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS):
+                sys.stdout.buffer.write(piece)
+                keeper.write(piece)
+            sys.stdout.buffer.write(b"\n")
+            sys.stdout.flush()
+            keeper.write(b"\n")
+            keeper.commit()
+        return None
     elif fmt == "csv":
         if trees is not None:
             from tracekit.report.tree_view import modules_csv

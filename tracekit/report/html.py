@@ -14,7 +14,7 @@ import pandas as pd
 from tracekit.fusion.dataflow import step_fusion
 from tracekit.model.trace import Step, Trace
 from tracekit.report.charts import bandwidth_svg, category_css, legend, plotted, roofline_svg, timeline_svg
-from tracekit.report.fmt import clip, compact_name, fmt_bytes, fmt_count, fmt_gap, fmt_us, short_name
+from tracekit.report.fmt import clip, compact_name, fmt_bytes, fmt_count, fmt_gap, fmt_us, short_name, step_cells
 from tracekit.report.phases import graph_replay_line
 from tracekit.report.phases_view import phase_cells
 from tracekit.report.table import fmt_per_step, kernel_groups
@@ -157,12 +157,21 @@ def html_section(trace: Trace, doc: dict, graph: int | None = None, devices: dic
 
 
 def _steps(doc: dict) -> str:
-    rows = [[s["name"], str(s["kernels"]), fmt_us(s["kernel_us"]), _pct(s.get("costed_pct")), fmt_us(s.get("floor_us")),
-             fmt_gap(s.get("gap")), _pct(s.get("busy_pct")), fmt_us(s.get("idle_us")), fmt_us(f)]
-            for s, f in zip(doc["steps"], doc["summary"].get("fused_floor_us_per_step") or [None] * len(doc["steps"]))]
+    """Every step up to ``fmt.STEP_ROWS``, else the first and last halves around one elided row (the
+    JSON and CSV list every step)."""
     cpu = bool(doc["kernels"]) and all(k.get("kind") == "cpu_op" for k in doc["kernels"])   # rows are CPU ops
-    return _table(["step", "CPU ops" if cpu else "kernels", "op time" if cpu else "kernel time", "costed", "floor sum",
-                   "gap", "CPU busy" if cpu else "GPU busy", "idle", "one-kernel floor"], rows)
+    head = ["step", "CPU ops" if cpu else "kernels", "op time" if cpu else "kernel time", "costed", "floor sum",
+            "gap", "CPU busy" if cpu else "GPU busy", "idle", "one-kernel floor"]
+    steps, one_kernel = doc["steps"], doc["summary"].get("fused_floor_us_per_step")
+
+    def fill(i: int) -> dict:
+        s, f = steps[i], one_kernel[i] if one_kernel else None
+        return dict(zip(head, [s["name"], str(s["kernels"]), fmt_us(s["kernel_us"]), _pct(s.get("costed_pct")),
+                               fmt_us(s.get("floor_us")), fmt_gap(s.get("gap")), _pct(s.get("busy_pct")),
+                               fmt_us(s.get("idle_us")), fmt_us(f)]))
+    cells, n, note = step_cells(range(len(steps)), head, fill)
+    return ((f'<p class="note">{_e(note.strip(" ()"))}</p>' if note else "")
+            + _table(head, [[cells[c][i] for c in head] for i in range(n)]))
 
 
 def _categories(doc: dict, n: int) -> str:

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from tracekit.model.trace import Trace
-from tracekit.report.fmt import clip, compact_name, fmt_gap, fmt_us, short_name
+from tracekit.report.fmt import clip, compact_name, fmt_gap, fmt_us, short_name, step_cells
 from tracekit.report.phases import graph_replay_line
 from tracekit.report.phases_view import phase_cells
 from tracekit.report.table import fmt_per_step, top_groups, top_title
@@ -55,13 +55,18 @@ def md_diagnosis(lines: list[str]) -> list[str]:
 
 
 def md_steps(steps: list[dict], cpu_only: bool = False) -> list[str]:
-    """The per-step table of an explain document's ``steps`` (a CPU-only trace's rows are CPU ops)."""
+    """The per-step table of an explain document's ``steps`` (a CPU-only trace's rows are CPU ops): every
+    step up to ``fmt.STEP_ROWS``, else the first and last halves around one elided row, as the table."""
     head = (["step", "CPU ops", "op time", "costed", "floor", "gap", "CPU busy", "idle"] if cpu_only else
             ["step", "kernels", "kernel time", "costed", "floor", "gap", "GPU busy", "idle"])
-    return md_table(head, "lrrrrrrr",
-                    [[md_text(s["name"], 40), str(s["kernels"]), fmt_us(s["kernel_us"]), _pct(s.get("costed_pct")),
-                      fmt_us(s.get("floor_us")), fmt_gap(s.get("gap")), _pct(s.get("busy_pct")),
-                      fmt_us(s.get("idle_us"))] for s in steps])
+
+    def fill(s: dict) -> dict:
+        return dict(zip(head, [md_text(s["name"], 40), str(s["kernels"]), fmt_us(s["kernel_us"]),
+                               _pct(s.get("costed_pct")), fmt_us(s.get("floor_us")), fmt_gap(s.get("gap")),
+                               _pct(s.get("busy_pct")), fmt_us(s.get("idle_us"))]))
+    cells, n, note = step_cells(steps, head, fill)
+    table = md_table(head, "lrrrrrrr", [[cells[c][i] for c in head] for i in range(n)])
+    return ([f"_{md_text(note.strip(' ()'))}_", ""] if note else []) + table
 
 
 def _pct(x) -> str:
