@@ -79,3 +79,26 @@ def test_loading_many_steps_keeps_no_object_per_step(tmp_path, monkeypatch, chun
     # 8 B a value: the steps' four columns (32 B a step) and the seven host figures (56 B); before, the
     # Step objects, their names and the figures' lists of Python numbers kept 280 B a step
     assert kept < 110 * n, kept
+
+
+def test_devices_on_many_empty_steps_make_one_entry_for_them(tmp_path):
+    """explain --devices: the 4,999 steps without kernels share one entry (243 s and 400 MB on 100k steps
+    as a dict each); a row made from it equals the entry worked out for that step alone."""
+    from tracekit.analyze import analyze_path
+    from tracekit.cost.devices import load_spec
+    from tracekit.model.rows import Rows
+    from tracekit.report.devices import _step_entry, devices_section
+    from tracekit.report.devices_view import _names, step_label
+
+    [trace] = analyze_path(_many_steps(tmp_path / "steps.json", 5000))          # SYNTHETIC
+    section = devices_section(trace, [load_spec("h200"), load_spec("h100-sxm")])
+    steps = section["steps"]
+    assert isinstance(steps, Rows) and list(steps.kept) == [0] and len(steps) == 5000
+    views = [(s, trace, False) for s in (load_spec("h200"), load_spec("h100-sxm"))]
+    from tracekit.report.document import step_table
+    tables = [step_table(trace, ["step", "kernel_us", "floor_us", "costed_us"]).set_index("step")] * 2
+    alone = _step_entry(4321, trace.kernels.iloc[0:0], views, tables)
+    assert steps[4321] == dict(alone, name="ProfilerStep#4321")
+    groups = section["step_groups"]
+    assert [g["steps"][:2] for g in groups] == [[0], [1, 2]] and len(groups[1]["steps"]) == 4999
+    assert step_label(groups[1], _names(section)) == "ProfilerStep#1–4999, alike"

@@ -71,25 +71,35 @@ def device_cell(d: dict, width: int = 13) -> str:
     return clip(d["spec"], width - 1) + ("*" if d["trace_device"] else "")
 
 
-def step_label(group: dict, names: dict | None = None) -> str:
-    """The steps a block shows, by the names the trace gives them (``names``: step index → name), else by
-    index: 'ProfilerStep#3', 'ProfilerStep#2–4, alike', 'warmup … step_9 (5 alike)'."""
+def step_label(group: dict, names=None) -> str:
+    """The steps a block shows, by the names the trace gives them (``names``: step index → name, ``.get``),
+    else by index: 'ProfilerStep#3', 'ProfilerStep#2–4, alike', 'warmup … step_9 (5 alike)'. Reads the
+    names one at a time (a group may hold 100k steps)."""
     s = group["steps"]
     if names:
-        shown = [clip(str(names.get(i, f"step {i}")), 32) for i in s]
+        def label(i) -> str:
+            return clip(str(names.get(i, f"step {i}")), 32)
+        first = label(s[0])
         if len(s) == 1:
-            return shown[0]
-        parts = [re.fullmatch(r"(.*?)(\d+)", n) for n in shown]
-        if all(parts) and len({m.group(1) for m in parts}) == 1:
-            numbers = [int(m.group(2)) for m in parts]
-            if numbers == list(range(numbers[0], numbers[0] + len(numbers))):   # ProfilerStep#2–4, alike
-                return f"{shown[0]}–{numbers[-1]}, alike"
-        return (", ".join(shown) if len(s) == 2 else f"{shown[0]} … {shown[-1]}") + f" ({len(s)} alike)"
+            return first
+        head = re.fullmatch(r"(.*?)(\d+)", first)
+        if head is not None and _numbered_run(map(label, s), head.group(1), int(head.group(2))):
+            return f"{first}–{int(head.group(2)) + len(s) - 1}, alike"                # ProfilerStep#2–4, alike
+        return (f"{first}, {label(s[1])}" if len(s) == 2 else f"{first} … {label(s[-1])}") + f" ({len(s)} alike)"
     if len(s) == 1:
         return f"step {s[0]}"
     run = s == list(range(s[0], s[0] + len(s)))
     return (f"steps {s[0]}-{s[-1]}" if run else "steps " + ",".join(map(str, s[:6])) + ("…" if len(s) > 6 else "")) \
         + f" ({len(s)} alike)"
+
+
+def _numbered_run(labels, prefix: str, start: int) -> bool:
+    """Every label is ``prefix`` and the next number from ``start`` on."""
+    for k, text in enumerate(labels):
+        m = re.fullmatch(r"(.*?)(\d+)", text)
+        if m is None or m.group(1) != prefix or int(m.group(2)) != start + k:
+            return False
+    return True
 
 
 STEP_COLS = (("device", 13, "<"), ("roof", 4, "<"), ("compute", 7, ">"), ("memory", 7, ">"), ("bound", 7, "<"),
@@ -129,9 +139,28 @@ def _spec_line(s: dict, step: dict | None) -> str:
     return clip(f"  {s['id'] + ('*' if s['trace_device'] else ''):<14}{_roofs_text(s, step)}  {s['name']}", 80)
 
 
-def _names(section: dict) -> dict:
-    """Step index → the step's name, for the steps of a devices section."""
-    return {s["step"]: s.get("name") for s in section["steps"] if s.get("name")}
+class _Names:
+    """Step index → the step's name, for the steps of a devices section, read from its rows when asked
+    (a dict of 100k names took 8 MB): the row at the index's position when it is that step's, else a
+    dict made once."""
+
+    def __init__(self, steps):
+        self.steps, self.by_index = steps, None
+
+    def __bool__(self) -> bool:
+        return any(s.get("name") for s in self.steps[:1])
+
+    def get(self, i, default=None):
+        steps = self.steps
+        if isinstance(i, int) and 0 <= i < len(steps) and steps[i]["step"] == i:
+            return steps[i].get("name") or default
+        if self.by_index is None:
+            self.by_index = {s["step"]: s.get("name") for s in steps if s.get("name")}
+        return self.by_index.get(i, default)
+
+
+def _names(section: dict) -> _Names:
+    return _Names(section["steps"])
 
 
 def _first_steps(section: dict, group: dict) -> dict:
@@ -277,8 +306,7 @@ def write_devices(traces: list, docs: list[dict], specs: list, fmt: str, top: in
 
     import orjson
 
-    from tracekit.outputs import json_bytes
-
+    from tracekit.outputs import json_chunks
     from tracekit.report.devices import devices_section
 
     sections = [devices_section(t, specs, top) for t in traces]
@@ -286,7 +314,9 @@ def write_devices(traces: list, docs: list[dict], specs: list, fmt: str, top: in
         for doc, section in zip(docs, sections):
             doc["devices"] = section
         doc = docs[0] if len(docs) == 1 else {"graphs": docs}
-        sys.stdout.buffer.write(json_bytes(doc, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n")
+        for piece in json_chunks(doc, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS):
+            sys.stdout.buffer.write(piece)              # in pieces: 100k steps on two devices are 208 MB of JSON
+        sys.stdout.buffer.write(b"\n")
         return
     if fmt == "csv":
         sys.stdout.write(to_csv(sections))

@@ -42,10 +42,12 @@ def print_fusion(console, trace, wide: bool = False, summary: dict | None = None
     ``fusion_summary`` when the caller has it (the explain document's summary holds it)."""
     if summary is None or "fusion_per_step" not in summary:
         summary = fusion_summary(trace)
-    names = dict(zip(trace.steps.indices(), trace.steps.name_list()))
+    def name(k):
+        return trace.steps.name_of(k, k)                   # the 40 rows shown: no dict of every step's name
+
     def fill(p: dict) -> dict:
         ratio = p["aten_ops_per_kernel"]
-        return {"step": clip(names.get(p["step"], p["step"]), 32), "kernels": str(p["kernels"]),
+        return {"step": clip(name(p["step"]), 32), "kernels": str(p["kernels"]),
                 "op calls": str(p["op_calls"]), "fused ops": str(p["fused_ops"]),
                 "ops/kernel": "-" if ratio is None else f"{ratio:.2f}",
                 "intermediates": str(p["intermediates"]), "headroom": fmt_bytes(p["headroom_bytes"]),
@@ -66,7 +68,7 @@ def print_fusion(console, trace, wide: bool = False, summary: dict | None = None
     for rule in rules:
         console.print(f"rule: {rule}", highlight=False)
     for p in summary["fusion_per_step"][:CHAIN_STEPS]:
-        _print_chain(console, trace, p["step"], names.get(p["step"], str(p["step"])), wide)
+        _print_chain(console, trace, p["step"], str(name(p["step"])), wide)
 
 
 def _chain_widths(width: int, n: int, wide: bool) -> dict[str, int]:
