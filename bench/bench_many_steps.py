@@ -1,25 +1,28 @@
-"""Issue 27: memory and time of explain on a trace of many ProfilerSteps (SYNTHETIC input).
+"""Issue 27: memory and time of every command on a trace of many ProfilerSteps (SYNTHETIC input).
 
 The campaign's input was 100k ProfilerStep annotations in 13 MB of JSON (650 MB peak, 17 s). This
 script writes such a trace, labelled synthetic in its own metadata: N ``ProfilerStep#i`` user
 annotations 100 µs apart and, in the first step, one CPU op (so there is something to explain) —
-no device kernels, so every step but the first is empty. Each row is one fresh process,
-``python -m tracekit explain T -f FORMAT --no-cache`` with stdout to /dev/null, timed from its start to
-its exit; peak RSS and CPU seconds are the process's own (os.wait4). The allowance row (``allowance``:
-defined once, used by bench/bench_fuzz_memory.py too) is the same command on the smallest committed
-real trace (40 KB): the process with its imports (Python, NumPy, pandas, tracekit), the fixed
-allowance the memory bound adds to 3x the input. MB are 10^6 bytes throughout (ru_maxrss is in
-KiB on Linux; before 2026-12-06 this script printed MiB as "MB" beside an input size in 10^6 bytes).
+no device kernels, so every step but the first is empty. Each row (``COMMANDS``) is one fresh process,
+``python -m tracekit ...`` with stdout to /dev/null, timed from its start to its exit; peak RSS and CPU
+seconds are the process's own (os.wait4). Its allowance is the same command on the smallest committed
+real trace (40 KB of JSON): the process with every module the command imports and next to no trace,
+the fixed allowance the memory bound adds to 3x the JSON bytes the command reads (``allowance`` is the
+explain -f json one, used by bench/bench_fuzz_memory.py). Commands of two inputs (diff, check
+--baseline, compare, ranks) read a copy of the trace as the second. MB are 10^6 bytes throughout
+(ru_maxrss is in KiB on Linux; before 2026-12-06 this script printed MiB as "MB").
 
-    python bench/bench_many_steps.py [--steps 100000] [--formats json,table,csv] [--keep PATH]
+    python bench/bench_many_steps.py [--steps 100000] [--only "explain -f json,diff A B"] [--keep PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,10 +55,10 @@ LAUNCH = ("import json, os, subprocess, sys, time; t0 = time.perf_counter(); p =
           "open(sys.argv[1], 'w').write(json.dumps([w, u.ru_utime + u.ru_stime, u.ru_maxrss, st]))")
 
 
-def run(argv: list[str]) -> dict:
+def run(argv: list[str], extra_env: dict | None = None) -> dict:
     """One fresh process (through the launcher): wall seconds, CPU seconds, peak RSS (MB), exit code,
     stdout bytes."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **(extra_env or {}))
     with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile("r", suffix=".json") as got:
         proc = subprocess.run([sys.executable, "-c", LAUNCH, got.name, *map(str, argv)], stdout=out,
                               stderr=subprocess.PIPE, env=env, cwd=ROOT, check=True)
@@ -65,28 +68,80 @@ def run(argv: list[str]) -> dict:
             "out_mb": size / 1e6, "stderr": proc.stderr.decode(errors="replace").strip()}
 
 
+# (name, arguments after ``tracekit``, cache): {A} the trace, {B} a copy of it (a second input), {D} a folder
+# of two rank copies, {O} an output file; cache "off" (--no-cache), "cold" (an empty cache folder) or "warm"
+# (the same command run once before on that folder, the second run measured).
+COMMANDS = [
+    ("explain -f json", ["explain", "{A}", "-f", "json", "--no-cache"], "off"),
+    ("explain -f table", ["explain", "{A}", "--no-cache"], "off"),
+    ("explain -f csv", ["explain", "{A}", "-f", "csv", "--no-cache"], "off"),
+    ("explain -f markdown", ["explain", "{A}", "-f", "markdown", "--no-cache"], "off"),
+    ("explain -f json cache-cold", ["explain", "{A}", "-f", "json"], "cold"),
+    ("explain -f json cache-warm", ["explain", "{A}", "-f", "json"], "warm"),
+    ("explain (table) cache-cold", ["explain", "{A}"], "cold"),
+    ("explain --html", ["explain", "{A}", "--html", "{O}", "--force", "--no-cache"], "off"),
+    ("explain --fusion", ["explain", "{A}", "--fusion", "--no-cache"], "off"),
+    ("explain --devices h200 h100-sxm", ["explain", "{A}", "--devices", "h200,h100-sxm", "--no-cache"], "off"),
+    ("explain --devices .. -f json", ["explain", "{A}", "--devices", "h200,h100-sxm", "-f", "json", "--no-cache"],
+     "off"),
+    ("explain --by module", ["explain", "{A}", "--by", "module", "--no-cache"], "off"),
+    ("explain --xlsx", ["explain", "{A}", "--xlsx", "{O}", "--force", "--no-cache"], "off"),
+    ("diff A B", ["diff", "{A}", "{B}", "--no-cache"], "off"),
+    ("check A --baseline B", ["check", "{A}", "--baseline", "{B}", "--no-cache"], "off"),
+    ("compare A B cache-cold", ["compare", "{A}", "{B}"], "cold"),
+    ("ranks (2 ranks)", ["ranks", "{D}", "--no-cache"], "off"),
+]
+
+
+def measure(argv: list[str], cache: str, paths: dict, tmp: Path) -> dict:
+    args = [a.format(**paths) for a in argv]
+    with tempfile.TemporaryDirectory(dir=tmp) as folder:
+        env = {"TRACEKIT_CACHE_DIR": folder}
+        if cache == "warm":
+            run([sys.executable, "-m", "tracekit", *args], env)
+        return run([sys.executable, "-m", "tracekit", *args], env)
+
+
+def inputs(trace: Path, where: Path) -> dict:
+    """{A}, {B}, {D}, {O} for ``trace``, under ``where``, and the JSON bytes each command reads."""
+    where.mkdir(parents=True, exist_ok=True)
+    other = where / ("b" + "".join(trace.suffixes))
+    shutil.copyfile(trace, other)
+    ranks = where / "ranks"
+    ranks.mkdir(exist_ok=True)
+    for r in (0, 1):
+        shutil.copyfile(trace, ranks / f"rank{r}{''.join(trace.suffixes)}")
+    raw = len(gzip.decompress(trace.read_bytes())) if trace.suffix == ".gz" else trace.stat().st_size
+    return {"A": trace, "B": other, "D": ranks, "O": where / "out.report"}, raw
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100_000)
-    ap.add_argument("--formats", default="json,table,csv")
+    ap.add_argument("--only", help="comma-separated command names (default: all of COMMANDS)")
     ap.add_argument("--keep", type=Path, help="write the trace here (kept)")
     args = ap.parse_args()
+    chosen = [c for c in COMMANDS if args.only is None or c[0] in args.only.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        trace = args.keep or Path(tmp) / "many_steps.json"
+        tmp = Path(tmp)
+        trace = args.keep or tmp / "many_steps.json"
         size = write_trace(trace, args.steps)
+        big, _ = inputs(trace, tmp / "big")
+        tiny, tiny_size = inputs(TINY, tmp / "tiny")
         print(f"# SYNTHETIC trace: {args.steps:,} ProfilerSteps, one CPU op, {size / 1e6:.1f} MB of JSON; "
-              f"python {platform.python_version()}, {os.cpu_count()} cores")
-        print(f"{'run':<34} {'wall s':>7} {'cpu s':>7} {'peak MB':>8} {'out MB':>7}  limit 3x input + allowance")
-        for fmt in args.formats.split(","):
-            base = allowance(fmt)
-            print(f"{'  allowance: tiny trace, -f ' + fmt:<34} {base['wall']:7.2f} {base['cpu']:7.2f} "
-                  f"{base['rss_mb']:8.1f}")
-            limit = 3 * size / 1e6 + base["rss_mb"]
-            r = run([sys.executable, "-m", "tracekit", "explain", str(trace), "-f", fmt, "--no-cache"])
+              f"python {platform.python_version()}, {os.cpu_count()} cores; MB = 10^6 bytes")
+        print(f"# allowance: the same command on {TINY.name} ({tiny_size / 1e3:.0f} KB of JSON); limit: 3 x the "
+              "JSON bytes read (two inputs for diff, check, compare, ranks) + allowance")
+        print(f"{'command':<34} {'allow MB':>8} {'wall s':>7} {'peak MB':>8} {'out MB':>7} {'limit MB':>8}")
+        for name, argv, cache in chosen:
+            base = measure(argv, cache, tiny, tmp)
+            r = measure(argv, cache, big, tmp)
+            read = size * (2 if any(a in ("{B}", "{D}") for a in argv) else 1)
+            limit = 3 * read / 1e6 + base["rss_mb"]
             verdict = "ok" if r["rss_mb"] <= limit else "OVER"
-            print(f"{'explain -f ' + fmt + ' --no-cache':<34} {r['wall']:7.2f} {r['cpu']:7.2f} {r['rss_mb']:8.1f} "
-                  f"{r['out_mb']:7.1f}  {limit:.1f} MB {verdict}" + (f"  exit {r['code']}: {r['stderr'][:200]}"
-                                                                        if r["code"] else ""))
+            bad = next((f"  exit {x['code']}: {x['stderr'][-200:]}" for x in (base, r) if x["code"] not in (0, 1)), "")
+            print(f"{name:<34} {base['rss_mb']:8.1f} {r['wall']:7.2f} {r['rss_mb']:8.1f} {r['out_mb']:7.1f} "
+                  f"{limit:8.1f} {verdict}{bad}", flush=True)
 
 
 TINY = ROOT / "captures" / "h200" / "seed_eager_b1.json.gz"       # the smallest committed real trace: 40 KB of JSON

@@ -100,6 +100,25 @@ def test_parts_compact_as_they_are_decoded_give_the_same_trace(monkeypatch, path
         _same(compacted, kept)
 
 
+def test_an_event_longer_than_a_part_is_decoded_fast_with_a_longer_part(monkeypatch, tmp_path):
+    """A part is about PART_BYTES (256 KiB) of events; an event longer than that (a kernel name of 300 KB
+    in the real seed trace) makes that part twice as long, not the whole document decoded leniently."""
+    from tracekit.load import events
+
+    doc = json.loads(gzip.decompress((H200 / "seed_eager_b1.json.gz").read_bytes()))
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    kernel["name"] = "k" * 300_000 + kernel["name"]
+    path = tmp_path / "long_name.json"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setattr(parts, "PART_BYTES", 64 << 10)
+    expected = load_trace(path)
+    monkeypatch.setattr(events, "decode_lenient", lambda *a, **k: (_ for _ in ()).throw(AssertionError("lenient")))
+    monkeypatch.setattr(reader, "decode_lenient", events.decode_lenient)
+    got = load_trace(path)
+    assert got.kernels["name"].str.len().max() > 300_000
+    _same(got, expected)
+
+
 def test_a_read_trace_keeps_nothing_of_its_text():
     """The 42 MB H200 training trace (bench/traces, read in chunks of 4 MiB): after reading, no op's fields
     point into the text (no msgspec.Raw) and ops with the same shapes share one record; a held document

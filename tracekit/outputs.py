@@ -209,7 +209,7 @@ def json_bytes(doc, option: int = 0) -> bytes:
         return orjson.dumps(_escaped(doc), option=option, default=_as_list)
 
 
-ROWS_PER_PIECE = 2048
+ROWS_PER_PIECE = 256
 
 
 def json_chunks(doc, option: int = 0):

@@ -4,7 +4,7 @@ The text arrives in blocks (``tracekit.limits.iter_input``: gunzipped as a strea
 bounds). The fields before ``traceEvents`` are decoded once; then, repeatedly, about ``CHUNK`` bytes
 of the event array are cut at a comma between two events (``}`` ``,`` ``{``; a comma inside a string
 or a nested object is caught because the chunk does not decode, and the one before is tried), decoded
-in place a few MiB at a time (``parts.decode_in_place``: each part distilled and compact, its op shape
+in place about 256 KiB at a time (``parts.decode_in_place``: each part distilled and compact, its op shape
 text copied out, names and threads shared, ``pieces.compact``), and the chunk's text is dropped. At the
 end of the stream all but its last ``TAIL`` bytes are cut the same way; that last stretch is copied
 once and decoded together with the fields after the array. Memory holds one chunk's text, one part's

@@ -2,7 +2,7 @@
 
 A file is read through ``tracekit.limits.iter_input`` (a regular file, gunzipped as a stream, within
 the size and gzip-ratio bounds). Up to ``WHOLE_BYTES`` of JSON is held as one document and its events
-decoded a few MiB at a time in place (``load.parts``: one part's records at a time, each part compact
+decoded about 256 KiB at a time in place (``load.parts``: one part's records at a time, each part compact
 before the next, so the text is freed once read unless graph replays need it again); a larger one is read in
 chunks of about ``chunks.CHUNK`` (4 MiB), cut between events (``load.chunks``), and each chunk is
 distilled before the next is read, so memory holds one chunk's text and records plus the columns kept
@@ -50,7 +50,7 @@ def read_trace(path: Path, marker) -> tuple[Piece, dict, Callable[[], list]]:
 
 
 def read_whole(path: Path, raw: bytearray, marker) -> tuple[Piece, dict, Callable[[], list]]:
-    """One document held in memory: decoded fast, a few MiB of events at a time, else leniently."""
+    """One document held in memory: decoded fast, about 256 KiB of events at a time, else leniently."""
     start = _SPACE.match(raw).end()
     if start == len(raw):
         raise TracekitError(f"{path}: file is empty")

@@ -86,7 +86,7 @@ class Rows(Sequence):
         return Rows, (self.n, self.template, self.columns, self.kept, self.more)
 
 
-LAZY_FROM = 2048          # rows up to this many: a plain list per column (outputs.ROWS_PER_PIECE)
+LAZY_FROM = 2048          # rows up to this many: a plain list per column
 
 
 class Column(Sequence):
