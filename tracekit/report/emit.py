@@ -71,8 +71,8 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
         return None
     elif fmt == "csv":
         if trees is not None:
-            from tracekit.report.tree_view import modules_csv
-            sys.stdout.write(modules_csv(traces[0], trees[0]))
+            from tracekit.report.tree_view import write_modules_csv
+            write_modules_csv(traces[0], trees[0], sys.stdout)
         else:
             from tracekit.report.export import csv_text
             sys.stdout.write(csv_text(traces, csv_by))

@@ -134,27 +134,81 @@ def module_table(trace: Trace) -> pd.DataFrame | None:
     events (recorded without ``with_modules``) or is an MLX graph."""
     if trace.metadata.get("framework") == "mlx" or trace.path is None:
         return None
+    from tracekit.load.scopes import read_scopes
     from tracekit.report.tree_view import CSV_FIELDS, build, node_rows
-    trees, scopes = build(trace)
-    if not scopes.module_events:
+    scopes = read_scopes(trace)
+    if not scopes.module_events:                          # no tree built to be dropped
+        for w in scopes.warnings:
+            if w not in trace.warnings:
+                trace.warnings.append(w)
         return None
+    trees, _ = build(trace, scopes)
     return pd.DataFrame(node_rows(trace, trees), columns=CSV_FIELDS)
 
 
 def write_xlsx(sheets: dict[str, pd.DataFrame], path) -> int:
-    """Write each table as a sheet of an .xlsx workbook (openpyxl, the ``xlsx`` extra); its size in bytes."""
+    """Write each table as a sheet of an .xlsx workbook (openpyxl, the ``xlsx`` extra); its size in bytes.
+    The workbook is openpyxl's write-only kind, filled ``XLSX_ROWS`` rows at a time: no cell object is
+    held for a whole sheet (pandas' ``to_excel`` held one per cell: a steps sheet of 100k rows took
+    about 700 MB). Each cell's value is what ``to_excel`` writes (``excel_value``)."""
     from pathlib import Path
 
     try:
-        import openpyxl  # noqa: F401
+        from openpyxl import Workbook
     except ModuleNotFoundError:
         from tracekit.errors import TracekitError
         raise TracekitError("--xlsx needs openpyxl, which is not installed (pip install 'tracekit[xlsx]')") from None
     out = Path(path)
-    with pd.ExcelWriter(out, engine="openpyxl") as writer:
-        for name, df in sheets.items():
-            escape_cells(_plain(df)).to_excel(writer, sheet_name=name, index=False)
+    book = Workbook(write_only=True)
+    for name, df in sheets.items():
+        sheet = book.create_sheet(title=name)
+        table = escape_cells(_plain(df))
+        sheet.append([excel_value(c, sheet) for c in table.columns])
+        for lo in range(0, len(table), XLSX_ROWS):
+            part = table.iloc[lo:lo + XLSX_ROWS]
+            for row in zip(*(list(part.iloc[:, j]) for j in range(part.shape[1]))):
+                sheet.append([excel_value(v, sheet) for v in row])
+    book.save(out)
     return out.stat().st_size
+
+
+XLSX_ROWS = 4096
+
+
+def excel_value(val, sheet):
+    """A cell as pandas' ``to_excel`` writes it (pandas 3: ``ExcelFormatter._format_value`` then
+    ``ExcelWriter._value_with_fmt``): missing → "", ±inf → "inf" / "-inf", NumPy numbers as Python
+    numbers, dates and durations with pandas' number formats, anything else as its text."""
+    import datetime
+    from decimal import Decimal
+
+    from pandas.api.types import is_bool, is_float, is_integer, is_scalar
+
+    if is_scalar(val) and pd.isna(val):
+        return ""
+    if is_float(val) and val in (float("inf"), float("-inf")):
+        return "inf" if val > 0 else "-inf"
+    if is_integer(val):
+        return int(val)
+    if is_float(val):
+        return float(val)
+    if is_bool(val):
+        return bool(val)
+    if isinstance(val, Decimal):
+        return Decimal(val)
+    fmt = None
+    if isinstance(val, datetime.datetime):
+        fmt = "YYYY-MM-DD HH:MM:SS"
+    elif isinstance(val, datetime.date):
+        fmt = "YYYY-MM-DD"
+    elif isinstance(val, datetime.timedelta):
+        val, fmt = val.total_seconds() / 86400, "0"
+    else:
+        return str(val)
+    from openpyxl.cell import WriteOnlyCell
+    cell = WriteOnlyCell(sheet, value=val)
+    cell.number_format = fmt
+    return cell
 
 
 def _plain(df: pd.DataFrame) -> pd.DataFrame:
