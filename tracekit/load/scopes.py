@@ -246,6 +246,25 @@ def _read_scopes(trace, events) -> Scopes:
                 out.backward_unlinked += 1
         out.places.append(got)
     if not n_modules:
-        out.warnings.append("the trace has no nn.Module events (record with torch.profiler(with_modules=True) "
-                            "or tracekit capture): every kernel is under '(no module)'")
+        out.warnings.append(NO_MODULES)
     return out
+
+
+NO_MODULES = ("the trace has no nn.Module events (record with torch.profiler(with_modules=True) or tracekit "
+              "capture): every kernel is under '(no module)'")
+
+
+def may_hold_modules(path: Path) -> bool:
+    """False when the file at ``path`` certainly holds no ``nn.Module`` event: its text (read a block at a
+    time, nothing kept) never writes "nn.Module: " and has no ``\\u`` escape that could spell it."""
+    from tracekit.limits import iter_input
+    tail = b""
+    for block in iter_input(path, "trace"):
+        text = tail + bytes(block)
+        if _MODULE_MARK in text or b"\\u" in text:
+            return True
+        tail = text[-(len(_MODULE_MARK) - 1):]
+    return False
+
+
+_MODULE_MARK = MODULE_PREFIX.encode()

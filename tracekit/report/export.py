@@ -134,11 +134,17 @@ def module_table(trace: Trace) -> pd.DataFrame | None:
     events (recorded without ``with_modules``) or is an MLX graph."""
     if trace.metadata.get("framework") == "mlx" or trace.path is None:
         return None
-    from tracekit.load.scopes import read_scopes
+    from pathlib import Path
+
+    from tracekit.load.scopes import NO_MODULES, may_hold_modules, read_scopes
     from tracekit.report.tree_view import CSV_FIELDS, build, node_rows
-    scopes = read_scopes(trace)
-    if not scopes.module_events:                          # no tree built to be dropped
-        for w in scopes.warnings:
+    if Path(trace.path).is_file() and not may_hold_modules(Path(trace.path)):
+        warnings = [NO_MODULES]                           # read_scopes' own, the events not decoded again
+    else:
+        scopes = read_scopes(trace)
+        warnings = scopes.warnings if not scopes.module_events else None
+    if warnings is not None:                              # no tree built to be dropped
+        for w in warnings:
             if w not in trace.warnings:
                 trace.warnings.append(w)
         return None
@@ -148,9 +154,10 @@ def module_table(trace: Trace) -> pd.DataFrame | None:
 
 def write_xlsx(sheets: dict[str, pd.DataFrame], path) -> int:
     """Write each table as a sheet of an .xlsx workbook (openpyxl, the ``xlsx`` extra); its size in bytes.
-    The workbook is openpyxl's write-only kind, filled ``XLSX_ROWS`` rows at a time: no cell object is
-    held for a whole sheet (pandas' ``to_excel`` held one per cell: a steps sheet of 100k rows took
-    about 700 MB). Each cell's value is what ``to_excel`` writes (``excel_value``)."""
+    The workbook is openpyxl's write-only kind, filled ``XLSX_ROWS`` rows at a time, each part escaped
+    and made plain on its own: no cell object and no copy of a whole sheet is held (pandas' ``to_excel``
+    held a cell object per cell: a steps sheet of 100k rows took about 700 MB). Each cell's value is
+    what ``to_excel`` writes (``excel_value``)."""
     from pathlib import Path
 
     try:
@@ -162,10 +169,9 @@ def write_xlsx(sheets: dict[str, pd.DataFrame], path) -> int:
     book = Workbook(write_only=True)
     for name, df in sheets.items():
         sheet = book.create_sheet(title=name)
-        table = escape_cells(_plain(df))
-        sheet.append([excel_value(c, sheet) for c in table.columns])
-        for lo in range(0, len(table), XLSX_ROWS):
-            part = table.iloc[lo:lo + XLSX_ROWS]
+        sheet.append([excel_value(c, sheet) for c in df.columns])
+        for lo in range(0, len(df), XLSX_ROWS):           # escaped a part at a time: no copy of the sheet
+            part = escape_cells(_plain(df.iloc[lo:lo + XLSX_ROWS]))
             for row in zip(*(list(part.iloc[:, j]) for j in range(part.shape[1]))):
                 sheet.append([excel_value(v, sheet) for v in row])
     book.save(out)
