@@ -184,7 +184,7 @@ def test_many_empty_steps_build_no_module_tree_each(tmp_path, monkeypatch):
     proc = run_cli("explain", path, "--by", "module", "-f", "csv")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) == 1 + 20_000 + 4                        # header, a root per step, step 0's phase/module/op/kernel
+    assert len(lines) == 1 + 20_000 + 4     # header, a root a step, step 0: phase, (no module), op, kernel
     assert built == [0] and not empty
 
 
@@ -209,9 +209,10 @@ def test_module_rows_of_empty_steps_equal_the_per_step_trees(tmp_path):
 
 
 def test_the_xlsx_steps_sheet_holds_no_cell_object_per_cell(tmp_path):
-    """--xlsx writes its sheets through openpyxl's write-only workbook a few thousand rows at a time: a steps
-    sheet of 5k SYNTHETIC steps (18 columns) peaks at 34 bytes a cell (the frame's two copies), to_excel at 347;
-    every sheet's values are what pandas' to_excel writes."""
+    """--xlsx writes its sheets through openpyxl's write-only workbook a few thousand rows at a time, the
+    steps sheet made a part at a time from the step rows (``StepSheet``): 5k SYNTHETIC steps (18 columns)
+    peak at 48 bytes a cell (the sheets made included), pandas' to_excel of the frames at 347; every
+    sheet's values (and their types) are what to_excel writes, on the synthetic trace and a real one."""
     import openpyxl
     import pandas as pd
 
@@ -219,26 +220,25 @@ def test_the_xlsx_steps_sheet_holds_no_cell_object_per_cell(tmp_path):
     from tracekit.report.export import _plain, escape_cells, workbook_tables, write_xlsx
 
     [trace] = analyze_path(_many_steps(tmp_path / "steps.json", 5_000))
-    sheets = workbook_tables([trace])
-    cells = sum(df.size for df in sheets.values())
-    write_xlsx(sheets, tmp_path / "new.xlsx")                 # openpyxl's writer modules imported
+    cells = sum(df.size for df in workbook_tables([trace]).values())
+    write_xlsx(workbook_tables([trace], frames=False), tmp_path / "new.xlsx")   # openpyxl's writer imported
     tracemalloc.start()
     try:
-        write_xlsx(sheets, tmp_path / "new.xlsx")
+        write_xlsx(workbook_tables([trace], frames=False), tmp_path / "new.xlsx")
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert cells > 90_000 and peak < 80 * cells, (peak, cells)
     for t in (trace, analyze_path(EAGER)[0]):
-        sheets = workbook_tables([t])
-        write_xlsx(sheets, tmp_path / "new.xlsx")
+        write_xlsx(workbook_tables([t], frames=False), tmp_path / "new.xlsx")
         with pd.ExcelWriter(tmp_path / "old.xlsx", engine="openpyxl") as writer:   # the writer before
-            for name, df in sheets.items():
+            for name, df in workbook_tables([t]).items():
                 escape_cells(_plain(df)).to_excel(writer, sheet_name=name, index=False)
         new, old = (openpyxl.load_workbook(tmp_path / f) for f in ("new.xlsx", "old.xlsx"))
         assert new.sheetnames == old.sheetnames
         for name in old.sheetnames:
-            assert list(new[name].values) == list(old[name].values), name
+            got, want = list(new[name].values), list(old[name].values)
+            assert got == want and [list(map(type, r)) for r in got] == [list(map(type, r)) for r in want], name
 
 
 def test_the_module_scan_of_many_steps_holds_one_event_at_a_time(tmp_path):

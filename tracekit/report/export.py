@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tracekit.model.trace import Trace
-from tracekit.report.document import CSV_FIELDS, step_table
+from tracekit.report.document import CSV_FIELDS, step_records, step_table
 from tracekit.report.phases import step_phases
 from tracekit.report.table import BY, top_groups
 
@@ -117,15 +117,39 @@ def csv_text(traces: list[Trace], by: str | None = None) -> str:
     return escape_cells(table).to_csv(index=False) if len(table.columns) else ""
 
 
-def workbook_tables(traces: list[Trace], modules: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+def workbook_tables(traces: list[Trace], modules: pd.DataFrame | None = None,
+                    frames: bool = True) -> dict[str, pd.DataFrame]:
     """The sheets of ``--xlsx``, in order: kernels (every execution), ops, categories, steps, devices,
-    and modules when the trace has a module tree."""
+    and modules when the trace has a module tree. ``frames`` False: one trace's steps sheet is a
+    ``StepSheet`` (made a part at a time as it is written), not a DataFrame."""
+    steps = StepSheet(traces[0]) if not frames and len(traces) == 1 else _frames(traces, step_table)
     sheets = {"kernels": _frames(traces, kernel_rows), "ops": _frames(traces, lambda t: group_table(t, "op")),
               "categories": _frames(traces, lambda t: group_table(t, "category")),
-              "steps": _frames(traces, step_table), "devices": device_rows(traces)}
+              "steps": steps, "devices": device_rows(traces)}
     if modules is not None and len(modules):
         sheets["modules"] = modules
     return sheets
+
+
+class StepSheet:
+    """``step_table`` of one trace as parts of rows, for ``write_xlsx``: each part is the DataFrame
+    ``step_table(trace).iloc[lo:hi]`` would be (each column's dtype that of the whole column, found one
+    column at a time), made from ``step_records``' rows when written: 100k steps held the whole frame,
+    13.6 MB, 27 MB while it was made."""
+
+    def __init__(self, trace: Trace):
+        self.rows = step_records(trace)
+        self.columns = list(self.rows.keys())
+        self.dtypes = {}
+        for k in self.columns:                      # one column's values at a time, dropped after
+            self.dtypes[k] = pd.Series(self.rows.values(k)).dtype
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def part(self, lo: int, hi: int) -> pd.DataFrame:
+        made = self.rows[lo:hi]
+        return pd.DataFrame({k: pd.Series([r.get(k) for r in made], dtype=self.dtypes[k]) for k in self.columns})
 
 
 def module_table(trace: Trace) -> pd.DataFrame | None:
@@ -152,7 +176,7 @@ def module_table(trace: Trace) -> pd.DataFrame | None:
     return pd.DataFrame(node_rows(trace, trees), columns=CSV_FIELDS)
 
 
-def write_xlsx(sheets: dict[str, pd.DataFrame], path) -> int:
+def write_xlsx(sheets: dict[str, "pd.DataFrame | StepSheet"], path) -> int:
     """Write each table as a sheet of an .xlsx workbook (openpyxl, the ``xlsx`` extra); its size in bytes.
     The workbook is openpyxl's write-only kind, filled ``XLSX_ROWS`` rows at a time, each part escaped
     and made plain on its own: no cell object and no copy of a whole sheet is held (pandas' ``to_excel``
@@ -171,7 +195,8 @@ def write_xlsx(sheets: dict[str, pd.DataFrame], path) -> int:
         sheet = book.create_sheet(title=name)
         sheet.append([excel_value(c, sheet) for c in df.columns])
         for lo in range(0, len(df), XLSX_ROWS):           # escaped a part at a time: no copy of the sheet
-            part = escape_cells(_plain(df.iloc[lo:lo + XLSX_ROWS]))
+            part = df.iloc[lo:lo + XLSX_ROWS] if isinstance(df, pd.DataFrame) else df.part(lo, lo + XLSX_ROWS)
+            part = escape_cells(_plain(part))
             for row in zip(*(list(part.iloc[:, j]) for j in range(part.shape[1]))):
                 sheet.append([excel_value(v, sheet) for v in row])
     book.save(out)
