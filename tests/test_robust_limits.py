@@ -161,3 +161,104 @@ def test_the_document_of_many_empty_steps_takes_less_than_3x_the_input(tmp_path)
         [t] = analyze_path(real)
         d = document(t)
         assert b"".join(json_chunks(d, option)) == json_bytes(plain(d), option)
+
+
+def test_many_empty_steps_build_no_module_tree_each(tmp_path, monkeypatch):
+    """explain --by module on 20k SYNTHETIC steps, one of them holding the trace's one op: one tree is built
+    (step 0's); every empty step's JSON and CSV row comes from one template (100k such steps held 100k
+    trees: 90 MB and 30 s for 13 MB of JSON)."""
+    path = _many_steps(tmp_path / "steps.json", 20_000)
+    from tracekit.fusion import tree
+    built, empty = [], []
+    real_step, real_empty = tree.step_tree, tree.empty_tree
+    monkeypatch.setattr(tree, "step_tree", lambda *a, **k: built.append(a[1]) or real_step(*a, **k))
+    monkeypatch.setattr(tree, "empty_tree", lambda *a, **k: empty.append(1) or real_empty(*a, **k))
+    proc = run_cli("explain", path, "--by", "module", "-f", "json")
+    assert proc.returncode == 0, proc.stderr
+    steps = json.loads(proc.stdout)["modules"]["steps"]
+    assert len(steps) == 20_000 and [s["step"] for s in steps[:3]] == [0, 1, 2]
+    assert steps[0]["tree"]["kernels"] == 1 and steps[19_999]["tree"]["name"] == "ProfilerStep#19999"
+    assert built == [0] and len(empty) <= 1                   # the template's one
+    built.clear()
+    empty.clear()
+    proc = run_cli("explain", path, "--by", "module", "-f", "csv")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1 + 20_000 + 4     # header, a root a step, step 0: phase, (no module), op, kernel
+    assert built == [0] and not empty
+
+
+def test_module_rows_of_empty_steps_equal_the_per_step_trees(tmp_path):
+    """The template rows (``StepTrees``) against a tree built per step by ``step_tree``, on 40 SYNTHETIC steps:
+    the same ``modules`` JSON and CSV rows, the same median step."""
+    from tracekit.analyze import analyze_path
+    from tracekit.fusion.tree import module_trees, step_tree
+    from tracekit.model.rows import plain
+    from tracekit.outputs import json_bytes
+    from tracekit.report.tree_view import modules_csv, modules_document, node_rows
+
+    [trace] = analyze_path(_many_steps(tmp_path / "steps.json", 40))
+    trees, scopes = module_trees(trace)
+    per_step = [step_tree(trace, k, scopes) for k in trace.steps.indices()]
+    assert len(trees.built) == 1 and len(per_step) == len(trees) == 40
+    lazy, eager = modules_document(trace, trees, scopes), modules_document(trace, per_step, scopes)
+    assert json_bytes(plain(lazy)) == json_bytes(eager)
+    assert list(node_rows(trace, trees)) == list(node_rows(trace, per_step))
+    assert modules_csv(trace, trees) == modules_csv(trace, per_step)
+    assert [t.signature for t in trees] == [t.signature for t in per_step]
+
+
+def test_the_xlsx_steps_sheet_holds_no_cell_object_per_cell(tmp_path):
+    """--xlsx writes its sheets through openpyxl's write-only workbook a few thousand rows at a time, the
+    steps sheet made a part at a time from the step rows (``StepSheet``): 5k SYNTHETIC steps (18 columns)
+    peak at 48 bytes a cell (the sheets made included), pandas' to_excel of the frames at 347; every
+    sheet's values (and their types) are what to_excel writes, on the synthetic trace and a real one."""
+    import openpyxl
+    import pandas as pd
+
+    from tracekit.analyze import analyze_path
+    from tracekit.report.export import _plain, escape_cells, workbook_tables, write_xlsx
+
+    [trace] = analyze_path(_many_steps(tmp_path / "steps.json", 5_000))
+    cells = sum(df.size for df in workbook_tables([trace]).values())
+    write_xlsx(workbook_tables([trace], frames=False), tmp_path / "new.xlsx")   # openpyxl's writer imported
+    tracemalloc.start()
+    try:
+        write_xlsx(workbook_tables([trace], frames=False), tmp_path / "new.xlsx")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert cells > 90_000 and peak < 80 * cells, (peak, cells)
+    for t in (trace, analyze_path(EAGER)[0]):
+        write_xlsx(workbook_tables([t], frames=False), tmp_path / "new.xlsx")
+        with pd.ExcelWriter(tmp_path / "old.xlsx", engine="openpyxl") as writer:   # the writer before
+            for name, df in workbook_tables([t]).items():
+                escape_cells(_plain(df)).to_excel(writer, sheet_name=name, index=False)
+        new, old = (openpyxl.load_workbook(tmp_path / f) for f in ("new.xlsx", "old.xlsx"))
+        assert new.sheetnames == old.sheetnames
+        for name in old.sheetnames:
+            got, want = list(new[name].values), list(old[name].values)
+            assert got == want and [list(map(type, r)) for r in got] == [list(map(type, r)) for r in want], name
+
+
+def test_the_module_scan_of_many_steps_holds_one_event_at_a_time(tmp_path):
+    """``read_scopes`` reads the file again for the module events: one event decoded at a time (RawEvents)
+    peaks under 3x the input's bytes on 20k SYNTHETIC steps (every event as a dict took 17x); a real trace's
+    places are those of the events read whole."""
+    from tracekit.analyze import analyze_path
+    from tracekit.load.scopes import _events, read_scopes
+
+    path = _many_steps(tmp_path / "steps.json", 20_000)
+    [trace] = analyze_path(path)
+    tracemalloc.start()
+    try:
+        scopes = read_scopes(trace)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * path.stat().st_size, (peak, path.stat().st_size)
+    assert scopes.module_events == 0 and len(scopes.places) == 1
+    from conftest import ROOT
+    [real] = analyze_path(ROOT / "captures/cpu/gpt4_train/trace.json.gz", device="cpu")
+    lazy, whole = read_scopes(real), read_scopes(real, _events(real.path))
+    assert lazy.places == whole.places and lazy.module_events == whole.module_events > 0

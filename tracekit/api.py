@@ -241,7 +241,7 @@ class Analysis:
         for ``path`` as ``to_html``)."""
         from tracekit.report.export import workbook_tables, write_xlsx
         self._output(path, "to_xlsx", force)
-        return write_xlsx(workbook_tables(self.traces, self.modules), path)
+        return write_xlsx(workbook_tables(self.traces, self.modules, frames=False), path)
 
 
 def _side(other, options: dict):

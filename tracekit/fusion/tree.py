@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,13 +69,15 @@ def _leaf_path(place, op, name) -> list[tuple[str, str]]:
     return path
 
 
-def step_tree(trace, step: int, scopes: Scopes, rows: dict | None = None, memo: dict | None = None) -> TreeNode:
-    """The tree of one step (``rows``: ``step_rows`` of the table, when the caller has it)."""
+def step_tree(trace, step: int, scopes: Scopes, rows: dict | None = None, memo: dict | None = None,
+              at: dict | None = None, name: str | None = None) -> TreeNode:
+    """The tree of one step (``rows``: ``step_rows`` of the table, ``at``: row label → position, ``name``:
+    the step's name, when the caller has them)."""
     df = trace.kernels
     rows = step_rows(df) if rows is None else rows
     pairs = rows.get(step, [])
-    at = {label: i for i, label in enumerate(df.index)}
-    name = trace.steps.name_of(step, "whole trace")
+    at = {label: i for i, label in enumerate(df.index)} if at is None else at
+    name = trace.steps.name_of(step, "whole trace") if name is None else name
     root = TreeNode("root", name)
     ops, names = df["op"].tolist(), df["name"].tolist()
     for label, _ in pairs:
@@ -131,8 +134,12 @@ def _sign(node: TreeNode) -> str:
     """A digest of the node's class, structure and kernels (not its timings): equal for identical blocks."""
     parts = [node.kind, base_name(node.name) if node.kind == "module" else node.name, str(len(node.rows))]
     parts += [_sign(c) for c in node.children.values()]
-    node.signature = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=6).hexdigest()
+    node.signature = _digest(parts)
     return node.signature
+
+
+def _digest(parts: list[str]) -> str:
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=6).hexdigest()
 
 
 def _paths(node: TreeNode, prefix: str) -> None:
@@ -141,13 +148,76 @@ def _paths(node: TreeNode, prefix: str) -> None:
         _paths(c, f"{prefix}/{c.name}" if prefix else c.name)
 
 
-def module_trees(trace, scopes: Scopes | None = None) -> tuple[list[TreeNode], Scopes]:
-    """A tree per step (one for the whole trace when it has no steps) and the scopes they were built from."""
+def module_trees(trace, scopes: Scopes | None = None) -> tuple["StepTrees", Scopes]:
+    """A tree per step (one for the whole trace when it has no steps) and the scopes they were built from:
+    only the steps with rows get a tree built (``StepTrees``)."""
     scopes = read_scopes(trace) if scopes is None else scopes
-    rows = step_rows(trace.kernels)
+    df = trace.kernels
+    rows = step_rows(df)
     memo: dict = {}
-    indices = trace.steps.indices() or [0]
-    return [step_tree(trace, k, scopes, rows, memo) for k in indices], scopes
+    at = {label: i for i, label in enumerate(df.index)}
+    steps = trace.steps
+    if len(steps):
+        indices, names = steps.index, steps.names
+    else:
+        indices, names = np.zeros(1, dtype=np.int64), ["whole trace"]
+    keys = [int(k) for k, v in rows.items() if v and isinstance(k, (int, float, np.integer, np.floating))
+            and float(k).is_integer() and abs(k) < 2 ** 63]          # the steps that hold rows
+    built = {}
+    for pos in np.flatnonzero(np.isin(indices, np.array(keys, dtype=np.int64))):
+        pos = int(pos)
+        built[pos] = step_tree(trace, int(indices[pos]), scopes, rows, memo, at, names[pos])
+    return StepTrees(indices, names, built), scopes
+
+
+def empty_figures() -> dict:
+    """The figures of a step without rows (what ``_figure`` gives a root with none)."""
+    return dict(kernels=0, kernel_us=0.0, flops=None, bytes=None, floor_us=None, costed_us=0.0, gap=None,
+                above_floor_us=None, costed_pct=None, fused_floor_us=None, fused_floor_kind=None,
+                above_floor_share=None)
+
+
+def empty_signature(name: str) -> str:
+    """The signature of the root of a step without rows named ``name`` (``_sign`` of it)."""
+    return _digest(["root", name, "0"])
+
+
+def empty_tree(name: str) -> TreeNode:
+    """The tree of a step without rows: its root alone."""
+    return TreeNode("root", name, figures=empty_figures(), signature=empty_signature(name))
+
+
+class StepTrees(Sequence):
+    """The trees of a trace's steps, in step order, read like a list of ``TreeNode``: the trees of the
+    steps with rows are built (``built``: position → tree); a step without rows costs no tree (issue 27:
+    100k empty steps held 100k trees, 90 MB for 13 MB of JSON): reading it makes its root from
+    ``empty_tree``, a new one each time, and ``empty`` tells which positions those are."""
+
+    def __init__(self, indices, names, built: dict[int, TreeNode]):
+        self.indices, self.names, self.built = indices, names, built
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        i = range(len(self))[i]
+        got = self.built.get(i)
+        return got if got is not None else empty_tree(self.names[i])
+
+    def __iter__(self):
+        return map(self.__getitem__, range(len(self)))
+
+    def empty(self, i: int) -> bool:
+        return i not in self.built
+
+    def kernel_us(self) -> list[float]:
+        """Each step's kernel time, no tree made."""
+        out = [0.0] * len(self)
+        for i, t in self.built.items():
+            out[i] = t.figures["kernel_us"]
+        return out
 
 
 # ---- folding identical siblings ------------------------------------------------------------------

@@ -21,6 +21,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+import orjson
+
 from tracekit.load.events import LAUNCH_CATEGORIES, PROFILER_STEP
 
 MODULE_PREFIX = "nn.Module: "
@@ -89,11 +92,77 @@ def _events(path: Path) -> list:
     return events if isinstance(events, list) else []
 
 
+class _Undecodable(Exception):
+    """One event's text that orjson refuses: the whole file is read as before (``_events``)."""
+
+
+class RawEvents:
+    """The trace's events as one JSON text each (``msgspec.Raw``, 48 bytes a piece, pointing into the
+    text), each decoded by orjson when read: the scan holds one event's dict at a time, not every event
+    (issue 27: 100k ProfilerSteps, 13 MB of JSON, held 227 MB of dicts)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: list):
+        self.raw = raw
+
+    @classmethod
+    def read(cls, path: Path) -> "RawEvents | None":
+        """The events of the file at ``path``; None when it is not a JSON object or array that msgspec
+        reads (``_events`` then reads it, with its one-line error)."""
+        from tracekit.limits import read_input
+        text = read_input(path, "trace")
+        try:
+            at = _SPACE.match(text).end()
+            head = text[at:at + 1]
+            if head == b"[":
+                return cls(_LIST.decode(text))
+            if head != b"{":
+                return None
+            got = _TOP.decode(text).get("traceEvents")
+            if got is None:
+                return cls([])
+            try:
+                return cls(_LIST.decode(got))
+            except msgspec.ValidationError:                # traceEvents is no array
+                return cls([])
+        except msgspec.DecodeError:
+            return None
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __getitem__(self, i: int):
+        try:
+            return orjson.loads(memoryview(self.raw[i]))
+        except orjson.JSONDecodeError:
+            raise _Undecodable from None
+
+    def __iter__(self):
+        return map(self.__getitem__, range(len(self.raw)))
+
+
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_SPACE = re.compile(rb"[ \t\r\n]*")
+_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
 def read_scopes(trace, events: list | None = None) -> Scopes:
     """The place of every row of ``trace.kernels`` (in row order); ``events``: the trace's events when
-    the caller holds them (else the file at ``trace.path`` is read again)."""
-    if events is None:
-        events = _events(Path(trace.path)) if trace.path and Path(trace.path).is_file() else []
+    the caller holds them (else the file at ``trace.path`` is read again, one event decoded at a time:
+    ``RawEvents``)."""
+    if events is None and trace.path and Path(trace.path).is_file():
+        lazy = RawEvents.read(Path(trace.path))
+        if lazy is not None:
+            try:
+                return _read_scopes(trace, lazy)
+            except _Undecodable:
+                pass
+        events = _events(Path(trace.path))
+    return _read_scopes(trace, events if events is not None else [])
+
+
+def _read_scopes(trace, events) -> Scopes:
     groups: dict[str, dict] = {"module": {}, "annotation": {}, "optimizer": {}, "backward": {}}
     launches: dict = {}
     seq_ops: list[tuple] = []
@@ -177,6 +246,25 @@ def read_scopes(trace, events: list | None = None) -> Scopes:
                 out.backward_unlinked += 1
         out.places.append(got)
     if not n_modules:
-        out.warnings.append("the trace has no nn.Module events (record with torch.profiler(with_modules=True) "
-                            "or tracekit capture): every kernel is under '(no module)'")
+        out.warnings.append(NO_MODULES)
     return out
+
+
+NO_MODULES = ("the trace has no nn.Module events (record with torch.profiler(with_modules=True) or tracekit "
+              "capture): every kernel is under '(no module)'")
+
+
+def may_hold_modules(path: Path) -> bool:
+    """False when the file at ``path`` certainly holds no ``nn.Module`` event: its text (read a block at a
+    time, nothing kept) never writes "nn.Module: " and has no ``\\u`` escape that could spell it."""
+    from tracekit.limits import iter_input
+    tail = b""
+    for block in iter_input(path, "trace"):
+        text = tail + bytes(block)
+        if _MODULE_MARK in text or b"\\u" in text:
+            return True
+        tail = text[-(len(_MODULE_MARK) - 1):]
+    return False
+
+
+_MODULE_MARK = MODULE_PREFIX.encode()

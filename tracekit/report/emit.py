@@ -50,7 +50,7 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
     if xlsx:
         from tracekit.report.export import module_table, workbook_tables, write_xlsx
         modules = [m for m in map(module_table, traces) if m is not None]
-        size = write_xlsx(workbook_tables(traces, modules[0] if len(modules) == 1 else None), xlsx)
+        size = write_xlsx(workbook_tables(traces, modules[0] if len(modules) == 1 else None, frames=False), xlsx)
         print(f"tracekit: wrote {xlsx} ({size:,} bytes)", file=sys.stderr)
     if devices is not None:
         from tracekit.report.devices_view import write_devices
@@ -71,8 +71,8 @@ def emit(traces: list[Trace], fmt: str, top: int = 15, fusion: bool = False, wid
         return None
     elif fmt == "csv":
         if trees is not None:
-            from tracekit.report.tree_view import modules_csv
-            sys.stdout.write(modules_csv(traces[0], trees[0]))
+            from tracekit.report.tree_view import write_modules_csv
+            write_modules_csv(traces[0], trees[0], sys.stdout)
         else:
             from tracekit.report.export import csv_text
             sys.stdout.write(csv_text(traces, csv_by))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tracekit.model.trace import Trace
-from tracekit.report.document import CSV_FIELDS, step_table
+from tracekit.report.document import CSV_FIELDS, step_records, step_table
 from tracekit.report.phases import step_phases
 from tracekit.report.table import BY, top_groups
 
@@ -117,15 +117,39 @@ def csv_text(traces: list[Trace], by: str | None = None) -> str:
     return escape_cells(table).to_csv(index=False) if len(table.columns) else ""
 
 
-def workbook_tables(traces: list[Trace], modules: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+def workbook_tables(traces: list[Trace], modules: pd.DataFrame | None = None,
+                    frames: bool = True) -> dict[str, pd.DataFrame]:
     """The sheets of ``--xlsx``, in order: kernels (every execution), ops, categories, steps, devices,
-    and modules when the trace has a module tree."""
+    and modules when the trace has a module tree. ``frames`` False: one trace's steps sheet is a
+    ``StepSheet`` (made a part at a time as it is written), not a DataFrame."""
+    steps = StepSheet(traces[0]) if not frames and len(traces) == 1 else _frames(traces, step_table)
     sheets = {"kernels": _frames(traces, kernel_rows), "ops": _frames(traces, lambda t: group_table(t, "op")),
               "categories": _frames(traces, lambda t: group_table(t, "category")),
-              "steps": _frames(traces, step_table), "devices": device_rows(traces)}
+              "steps": steps, "devices": device_rows(traces)}
     if modules is not None and len(modules):
         sheets["modules"] = modules
     return sheets
+
+
+class StepSheet:
+    """``step_table`` of one trace as parts of rows, for ``write_xlsx``: each part is the DataFrame
+    ``step_table(trace).iloc[lo:hi]`` would be (each column's dtype that of the whole column, found one
+    column at a time), made from ``step_records``' rows when written: 100k steps held the whole frame,
+    13.6 MB, 27 MB while it was made."""
+
+    def __init__(self, trace: Trace):
+        self.rows = step_records(trace)
+        self.columns = list(self.rows.keys())
+        self.dtypes = {}
+        for k in self.columns:                      # one column's values at a time, dropped after
+            self.dtypes[k] = pd.Series(self.rows.values(k)).dtype
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def part(self, lo: int, hi: int) -> pd.DataFrame:
+        made = self.rows[lo:hi]
+        return pd.DataFrame({k: pd.Series([r.get(k) for r in made], dtype=self.dtypes[k]) for k in self.columns})
 
 
 def module_table(trace: Trace) -> pd.DataFrame | None:
@@ -134,27 +158,88 @@ def module_table(trace: Trace) -> pd.DataFrame | None:
     events (recorded without ``with_modules``) or is an MLX graph."""
     if trace.metadata.get("framework") == "mlx" or trace.path is None:
         return None
+    from pathlib import Path
+
+    from tracekit.load.scopes import NO_MODULES, may_hold_modules, read_scopes
     from tracekit.report.tree_view import CSV_FIELDS, build, node_rows
-    trees, scopes = build(trace)
-    if not scopes.module_events:
+    if Path(trace.path).is_file() and not may_hold_modules(Path(trace.path)):
+        warnings = [NO_MODULES]                           # read_scopes' own, the events not decoded again
+    else:
+        scopes = read_scopes(trace)
+        warnings = scopes.warnings if not scopes.module_events else None
+    if warnings is not None:                              # no tree built to be dropped
+        for w in warnings:
+            if w not in trace.warnings:
+                trace.warnings.append(w)
         return None
+    trees, _ = build(trace, scopes)
     return pd.DataFrame(node_rows(trace, trees), columns=CSV_FIELDS)
 
 
-def write_xlsx(sheets: dict[str, pd.DataFrame], path) -> int:
-    """Write each table as a sheet of an .xlsx workbook (openpyxl, the ``xlsx`` extra); its size in bytes."""
+def write_xlsx(sheets: dict[str, "pd.DataFrame | StepSheet"], path) -> int:
+    """Write each table as a sheet of an .xlsx workbook (openpyxl, the ``xlsx`` extra); its size in bytes.
+    The workbook is openpyxl's write-only kind, filled ``XLSX_ROWS`` rows at a time, each part escaped
+    and made plain on its own: no cell object and no copy of a whole sheet is held (pandas' ``to_excel``
+    held a cell object per cell: a steps sheet of 100k rows took about 700 MB). Each cell's value is
+    what ``to_excel`` writes (``excel_value``)."""
     from pathlib import Path
 
     try:
-        import openpyxl  # noqa: F401
+        from openpyxl import Workbook
     except ModuleNotFoundError:
         from tracekit.errors import TracekitError
         raise TracekitError("--xlsx needs openpyxl, which is not installed (pip install 'tracekit[xlsx]')") from None
     out = Path(path)
-    with pd.ExcelWriter(out, engine="openpyxl") as writer:
-        for name, df in sheets.items():
-            escape_cells(_plain(df)).to_excel(writer, sheet_name=name, index=False)
+    book = Workbook(write_only=True)
+    for name, df in sheets.items():
+        sheet = book.create_sheet(title=name)
+        sheet.append([excel_value(c, sheet) for c in df.columns])
+        for lo in range(0, len(df), XLSX_ROWS):           # escaped a part at a time: no copy of the sheet
+            part = df.iloc[lo:lo + XLSX_ROWS] if isinstance(df, pd.DataFrame) else df.part(lo, lo + XLSX_ROWS)
+            part = escape_cells(_plain(part))
+            for row in zip(*(list(part.iloc[:, j]) for j in range(part.shape[1]))):
+                sheet.append([excel_value(v, sheet) for v in row])
+    book.save(out)
     return out.stat().st_size
+
+
+XLSX_ROWS = 4096
+
+
+def excel_value(val, sheet):
+    """A cell as pandas' ``to_excel`` writes it (pandas 3: ``ExcelFormatter._format_value`` then
+    ``ExcelWriter._value_with_fmt``): missing → "", ±inf → "inf" / "-inf", NumPy numbers as Python
+    numbers, dates and durations with pandas' number formats, anything else as its text."""
+    import datetime
+    from decimal import Decimal
+
+    from pandas.api.types import is_bool, is_float, is_integer, is_scalar
+
+    if is_scalar(val) and pd.isna(val):
+        return ""
+    if is_float(val) and val in (float("inf"), float("-inf")):
+        return "inf" if val > 0 else "-inf"
+    if is_integer(val):
+        return int(val)
+    if is_float(val):
+        return float(val)
+    if is_bool(val):
+        return bool(val)
+    if isinstance(val, Decimal):
+        return Decimal(val)
+    fmt = None
+    if isinstance(val, datetime.datetime):
+        fmt = "YYYY-MM-DD HH:MM:SS"
+    elif isinstance(val, datetime.date):
+        fmt = "YYYY-MM-DD"
+    elif isinstance(val, datetime.timedelta):
+        val, fmt = val.total_seconds() / 86400, "0"
+    else:
+        return str(val)
+    from openpyxl.cell import WriteOnlyCell
+    cell = WriteOnlyCell(sheet, value=val)
+    cell.number_format = fmt
+    return cell
 
 
 def _plain(df: pd.DataFrame) -> pd.DataFrame:

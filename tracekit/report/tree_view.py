@@ -8,8 +8,10 @@ import io
 
 from rich.table import Table
 
-from tracekit.fusion.tree import TreeNode, folded_children, module_trees
+from tracekit.fusion.tree import (StepTrees, TreeNode, empty_figures, empty_signature, empty_tree, folded_children,
+                                   module_trees)
 from tracekit.load.scopes import BACKWARD_PREFIX
+from tracekit.model.rows import Rows
 from tracekit.report.fmt import cell_width, clip, fit_columns, fmt_gap, fmt_us, short_name
 
 SCHEMA = "tracekit.modules/1"
@@ -33,22 +35,45 @@ def node_dict(node: TreeNode) -> dict:
 
 def median_index(trees: list[TreeNode]) -> int:
     """The position of the median step by kernel time (the lower one of an even count)."""
-    order = sorted(range(len(trees)), key=lambda i: trees[i].figures["kernel_us"])
+    us = trees.kernel_us() if isinstance(trees, StepTrees) else [t.figures["kernel_us"] for t in trees]
+    order = sorted(range(len(us)), key=us.__getitem__)
     return order[(len(order) - 1) // 2] if order else 0
 
 
 def modules_document(trace, trees: list[TreeNode], scopes) -> dict:
-    """The ``modules`` key: one tree per step, the median step's position, and what the trace held."""
+    """The ``modules`` key: one tree per step, the median step's position, and what the trace held. The
+    steps are ``model.rows.Rows``: a step without rows is written from one template, no tree made."""
     steps = trace.steps.indices() or [0]
-    return {"schema": SCHEMA, "median_step": steps[median_index(trees)] if trees else None,
+    if isinstance(trees, StepTrees):
+        n = min(len(steps), len(trees))
+        kept = {i: {"step": steps[i], "tree": node_dict(t)} for i, t in trees.built.items() if i < n}
+        rows = Rows(n, {"step": None, "tree": None}, {"step": steps, "tree": _EmptyTrees(trees.names)}, kept)
+    else:
+        rows = [{"step": k, "tree": node_dict(t)} for k, t in zip(steps, trees)]
+    return {"schema": SCHEMA, "median_step": steps[median_index(trees)] if len(trees) else None,
             "module_events": scopes.module_events, "annotation_events": scopes.annotation_events,
             "backward_linked": scopes.backward_linked, "backward_unlinked": scopes.backward_unlinked,
-            "steps": [{"step": k, "tree": node_dict(t)} for k, t in zip(steps, trees)]}
+            "steps": rows}
 
 
-def build(trace) -> tuple[list[TreeNode], object]:
-    """The trees of a trace and the scopes they came from; the scopes' warnings join the trace's."""
-    trees, scopes = module_trees(trace)
+class _EmptyTrees:
+    """``node_dict`` of the tree of a step without rows, by position, made when read."""
+
+    __slots__ = ("names", "template")
+
+    def __init__(self, names):
+        self.names = names
+        self.template = node_dict(empty_tree(""))
+
+    def __getitem__(self, i: int) -> dict:
+        name = self.names[i]
+        return {**self.template, "name": name, "signature": empty_signature(name)}
+
+
+def build(trace, scopes=None) -> tuple[list[TreeNode], object]:
+    """The trees of a trace and the scopes they came from (``scopes``: when the caller has read them);
+    the scopes' warnings join the trace's."""
+    trees, scopes = module_trees(trace, scopes)
     for w in scopes.warnings:
         if w not in trace.warnings:
             trace.warnings.append(w)
@@ -140,26 +165,37 @@ def module_table(trace, trees: list[TreeNode], width: int, depth: int = DEFAULT_
 CSV_FIELDS = ["step", "level", "kind", "path", "name", "signature", *FIGURES]
 
 
-def node_rows(trace, trees: list[TreeNode]) -> list[list]:
-    """Every node of every step's tree (not folded), in tree order: one row of ``CSV_FIELDS`` each."""
-    rows: list[list] = []
+def node_rows(trace, trees: list[TreeNode]):
+    """Every node of every step's tree (not folded), in tree order: one row of ``CSV_FIELDS`` each, made as
+    read (a step without rows: one row from a template, no tree made)."""
     steps = trace.steps.indices() or [0]
-    for k, root in zip(steps, trees):
-        def walk(node: TreeNode, level: int):
+    empty = [empty_figures().get(x) for x in FIGURES]
+    names = trees.names if isinstance(trees, StepTrees) else None
+    for i, k in enumerate(steps[:len(trees)]):
+        if names is not None and trees.empty(i):
+            name = names[i]
+            yield [k, 0, "root", "", name, empty_signature(name), *empty]
+            continue
+        stack = [(trees[i], 0)]
+        while stack:
+            node, level = stack.pop()
             f = node.figures
-            rows.append([k, level, node.kind, node.path, node.name, node.signature, *[f.get(x) for x in FIGURES]])
-            for c in node.children.values():
-                walk(c, level + 1)
-        walk(root, 0)
-    return rows
+            yield [k, level, node.kind, node.path, node.name, node.signature, *[f.get(x) for x in FIGURES]]
+            stack.extend((c, level + 1) for c in reversed(node.children.values()))
+
+
+def write_modules_csv(trace, trees: list[TreeNode], out) -> None:
+    """Every node of every step's tree (not folded), one CSV row each, in tree order, written to ``out``
+    as made."""
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    w.writerows(["" if v is None else v for v in row] for row in node_rows(trace, trees))
 
 
 def modules_csv(trace, trees: list[TreeNode]) -> str:
-    """Every node of every step's tree (not folded), one CSV row each, in tree order."""
+    """``write_modules_csv`` as one text."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_FIELDS)
-    w.writerows(["" if v is None else v for v in row] for row in node_rows(trace, trees))
+    write_modules_csv(trace, trees, buf)
     return buf.getvalue()
 
 
