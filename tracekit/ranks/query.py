@@ -16,6 +16,8 @@ Every rank keeps its own row (``key``), also when two traces claim the same rank
 
 from __future__ import annotations
 
+import numpy as np
+
 
 STEPS_FILE = "steps.parquet"
 
@@ -85,6 +87,23 @@ def _rows(con, sql: str) -> list[dict]:
     return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
+def _columns(con, sql: str) -> dict:
+    """A query's answer as columns (NumPy arrays; strings as one Arrow array), not a dict per row: the
+    per-step answer has a row per step (issue 27: 100k steps)."""
+    rel = con.sql(sql)
+    table = (getattr(rel, "to_arrow_table", None) or rel.arrow)()      # DuckDB 2 / 1
+    return {name: (col.combine_chunks() if str(col.type) == "string" else col.to_numpy())
+            for name, col in zip(table.column_names, table.columns)}
+
+
+def _step_times(con) -> dict[int, list[float]]:
+    """Each rank's step times (by ``key``), in step order."""
+    cols = con.execute("SELECT key, step_us FROM st ORDER BY key, step").fetchnumpy()
+    keys, times = np.asarray(cols["key"]), np.asarray(cols["step_us"], dtype=float)
+    cuts = np.flatnonzero(np.diff(keys)) + 1
+    return {int(k[0]): t.tolist() for k, t in zip(np.split(keys, cuts), np.split(times, cuts)) if len(k)}
+
+
 def _views(con, tables: list[bytes], steps) -> None:
     """The per-rank kernel tables (Parquet bytes) and the steps (an Arrow table) as DuckDB views ``k``
     and ``s``, handed over in memory: no file path (nor a glob character in one) reaches DuckDB."""
@@ -108,15 +127,16 @@ def _views(con, tables: list[bytes], steps) -> None:
 
 
 def query_all(tables: list[bytes], steps) -> dict[str, list[dict]]:
-    """Every cross-rank query's rows, by name: ``tables`` each rank's kernel table as Parquet bytes,
+    """Every cross-rank query's rows, by name (``step_times``: each rank's step times by key; ``per_step``:
+    columns): ``tables`` each rank's kernel table as Parquet bytes,
     ``steps`` every rank's steps (an Arrow table)."""
     import duckdb
 
     con = duckdb.connect(":memory:")
     try:
         _views(con, tables, steps)
-        return {"per_rank": _rows(con, PER_RANK), "step_times": _rows(con, "SELECT * FROM st ORDER BY key, step"),
-                "per_step": _rows(con, PER_STEP), "overlap": _rows(con, OVERLAP),
+        return {"per_rank": _rows(con, PER_RANK), "step_times": _step_times(con),
+                "per_step": _columns(con, PER_STEP), "overlap": _rows(con, OVERLAP),
                 "collectives": _rows(con, PER_COLLECTIVE), "waits": _rows(con, WAITS), "counts": _rows(con, COUNTS)}
     finally:
         con.close()
@@ -126,9 +146,12 @@ def steps_table(results: list[dict]):
     """Every rank's steps as one Arrow table."""
     import pyarrow as pa
 
-    schema = pa.schema([("key", pa.int64()), ("rank", pa.int64()), ("step", pa.int64()), ("name", pa.string()),
-                        ("start_us", pa.float64()), ("end_us", pa.float64())])
-    return pa.Table.from_pylist([s for r in results for s in r["steps"]], schema=schema)
+    from tracekit.ranks.stage import STEP_SCHEMA
+
+    tables = [r["steps"] for r in results if r["steps"] is not None]
+    if not tables:
+        return pa.table({k: pa.array([], type=getattr(pa, t)()) for k, t in STEP_SCHEMA})
+    return pa.concat_tables(tables).combine_chunks()
 
 
 def cross_rank(results: list[dict]) -> dict:
