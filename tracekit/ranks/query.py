@@ -35,12 +35,14 @@ SELECT key, count(*) AS rows, count(*) FILTER (kind = 'kernel') AS kernels,
 FROM k GROUP BY key"""
 
 STEP_TIMES = """
-SELECT key, step, any_value(name) AS name, max(end_us) - min(start_us) AS step_us FROM s GROUP BY key, step"""
+SELECT key, step, max(end_us) - min(start_us) AS step_us FROM s GROUP BY key, step"""
 
 PER_STEP = """
-SELECT step, any_value(name) AS name, count(*) AS ranks, median(step_us) AS median_us, min(step_us) AS min_us,
-  max(step_us) AS max_us, arg_max(key, step_us) AS slowest_key
-FROM st GROUP BY step ORDER BY step"""
+WITH per AS (SELECT step, count(*) AS ranks, median(step_us) AS median_us, min(step_us) AS min_us,
+  max(step_us) AS max_us, arg_max(key, step_us) AS slowest_key FROM st GROUP BY step),
+named AS (SELECT step, any_value(name) AS name FROM s GROUP BY step)
+SELECT per.step, named.name, ranks, median_us, min_us, max_us, slowest_key
+FROM per JOIN named USING (step) ORDER BY per.step"""
 
 OVERLAP = """
 WITH comp AS (SELECT key, start_us AS b, start_us + dur_us AS e FROM k
@@ -121,7 +123,6 @@ def _views(con, tables: list[bytes], steps) -> None:
                     "group_size BIGINT)")
     con.register("s_arrow", steps)
     con.execute("CREATE VIEW s AS SELECT * FROM s_arrow")
-    con.execute(f"CREATE TEMP TABLE st AS {STEP_TIMES}")
     con.execute(f"CREATE TEMP TABLE calls AS {CALLS}")
     con.execute(f"CREATE TEMP TABLE matched AS {MATCHED}")
 
@@ -135,8 +136,15 @@ def query_all(tables: list[bytes], steps) -> dict[str, list[dict]]:
     con = duckdb.connect(":memory:")
     try:
         _views(con, tables, steps)
-        return {"per_rank": _rows(con, PER_RANK), "step_times": _step_times(con),
-                "per_step": _columns(con, PER_STEP), "overlap": _rows(con, OVERLAP),
+        # the per-step queries on one thread: a row per step per rank, and DuckDB's per-thread hash tables
+        # took 17 MB more at 2x100k steps; their answers (max - min, median, count) do not depend on the
+        # order, and the slowest of tied ranks is then always the first (two threads picked either)
+        con.execute("SET threads = 1")
+        con.execute(f"CREATE TEMP TABLE st AS {STEP_TIMES}")
+        step_times, per_step = _step_times(con), _columns(con, PER_STEP)
+        con.execute("RESET threads")
+        return {"per_rank": _rows(con, PER_RANK), "step_times": step_times,
+                "per_step": per_step, "overlap": _rows(con, OVERLAP),
                 "collectives": _rows(con, PER_COLLECTIVE), "waits": _rows(con, WAITS), "counts": _rows(con, COUNTS)}
     finally:
         con.close()
@@ -151,7 +159,7 @@ def steps_table(results: list[dict]):
     tables = [r["steps"] for r in results if r["steps"] is not None]
     if not tables:
         return pa.table({k: pa.array([], type=getattr(pa, t)()) for k, t in STEP_SCHEMA})
-    return pa.concat_tables(tables).combine_chunks()
+    return pa.concat_tables(tables)                # the ranks' columns shared, not copied
 
 
 def cross_rank(results: list[dict]) -> dict:
