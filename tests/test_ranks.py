@@ -298,3 +298,7 @@ def test_many_steps_are_columns_not_a_dict_per_step(tmp_path):
         assert (s["ranks"], s["median_us"], s["min_us"], s["max_us"], s["excess_pct"], s["skew_pct"]) == \
             (2, 90.0, 90.0, 90.0, 0.0, 0.0)
     assert [(r["steps"], r["step_us_median"]) for r in big["ranks"]] == [(20_000, 90.0)] * 2
+    from tracekit.report.multirank import to_markdown
+    md = to_markdown(big)                          # the first and last 20 of 20k steps, as explain's table
+    assert "40 of 20,000 steps" in md and "| ProfilerStep#19 |" in md and "| ProfilerStep#19980 |" in md
+    assert "| ProfilerStep#20 |" not in md and "| ProfilerStep#19979 |" not in md
