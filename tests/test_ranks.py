@@ -265,3 +265,40 @@ def test_table_markdown_and_csv_of_the_same_run(hta2):
     assert "Straggler: rank 1" in md and "| send_recv | - | 8 |" in md and "| all_gather | - | 2 |" in md
     table = run_cli("ranks", HTA2, "--workers", "1").stdout
     assert max(len(line) for line in table.splitlines()) <= 80 and "ProfilerStep#552" in table
+
+
+def test_many_steps_are_columns_not_a_dict_per_step(tmp_path):
+    """SYNTHETIC (bench/bench_many_steps.py's trace: ProfilerStep#i at 100·i µs lasting 90 µs, one CPU
+    op): two ranks of 20k steps keep their steps as columns in the stage result and the per-step rows of
+    the document are made when read (issue 27), with the values of a 5-step run."""
+    import pyarrow as pa
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_many_steps import write_trace
+
+    from tracekit.model.rows import Rows
+    from tracekit.ranks.run import analyse_ranks, tasks_of
+    from tracekit.ranks.stage import rank_stage
+
+    docs = {}
+    for n in (20_000, 5):
+        folder = tmp_path / f"s{n}"
+        folder.mkdir()
+        for r in (0, 1):
+            write_trace(folder / f"rank{r}.json", n)
+        if n > 5:
+            got = rank_stage(tasks_of(folder, use_cache=False)[0])
+            assert isinstance(got["steps"], pa.Table) and got["steps"].num_rows == n    # no list of dicts
+        docs[n] = analyse_ranks(folder, workers=1, use_cache=False)
+    big, small = docs[20_000], docs[5]
+    assert isinstance(big["steps"], Rows) and len(big["steps"]) == 20_000 and not big["steps"].kept
+    assert big["steps"][:4] == small["steps"][:4]
+    assert big["steps"][19_999]["name"] == "ProfilerStep#19999"
+    for s in big["steps"][:4]:                     # the two ranks are copies: every step 90 µs, no skew
+        assert (s["ranks"], s["median_us"], s["min_us"], s["max_us"], s["excess_pct"], s["skew_pct"]) == \
+            (2, 90.0, 90.0, 90.0, 0.0, 0.0)
+    assert [(r["steps"], r["step_us_median"]) for r in big["ranks"]] == [(20_000, 90.0)] * 2
+    from tracekit.report.multirank import to_markdown
+    md = to_markdown(big)                          # the first and last 20 of 20k steps, as explain's table
+    assert "40 of 20,000 steps" in md and "| ProfilerStep#19 |" in md and "| ProfilerStep#19980 |" in md
+    assert "| ProfilerStep#20 |" not in md and "| ProfilerStep#19979 |" not in md

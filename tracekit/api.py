@@ -167,7 +167,9 @@ class Analysis:
         if self._ranks is None:
             from tracekit.ranks.run import analyse_ranks
             o = self.options
-            self._ranks = analyse_ranks(self.path, o["step_marker"], o["device"], o["spec"], o["skip"], workers=1)
+            from tracekit.model.rows import plain
+            self._ranks = plain(analyse_ranks(self.path, o["step_marker"], o["device"], o["spec"], o["skip"],
+                                              workers=1))
         return self._ranks
 
     def side(self):

@@ -51,7 +51,7 @@ def run_ranks(trace_dir: str, fmt: str, workers=None, dask=None, use_cache: bool
 
     import orjson
 
-    from tracekit.outputs import json_bytes
+    from tracekit.outputs import json_chunks
 
     from tracekit import bundle
     from tracekit.errors import TracekitError
@@ -76,7 +76,9 @@ def run_ranks(trace_dir: str, fmt: str, workers=None, dask=None, use_cache: bool
     doc["source"] = "tracekit multi-rank bundle" if multi else "tracekit"
     warn(doc)
     if fmt == "json":
-        sys.stdout.buffer.write(json_bytes(doc, orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        for piece in json_chunks(doc, orjson.OPT_SERIALIZE_NUMPY):        # the per-step rows in pieces
+            sys.stdout.buffer.write(piece)
+        sys.stdout.buffer.write(b"\n")
         return
     from tracekit.report.multirank import print_table, to_csv, to_markdown
     if fmt == "markdown":

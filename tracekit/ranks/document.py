@@ -1,10 +1,16 @@
 """The multi-rank document: the per-rank stages' facts and the DuckDB answers as one plain dict, the
-contract of ``explain DIR --format json`` and ``ranks DIR --format json`` (docs/ranks.md)."""
+contract of ``explain DIR --format json`` and ``ranks DIR --format json`` (docs/ranks.md). Its ``steps``
+is a ``model.rows.Rows`` (reads like a list of dicts; ``model.rows.plain`` makes it one)."""
 
 from __future__ import annotations
 
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from tracekit.model.rows import Rows
 
 
 def _ratio(a, b, scale: float = 1.0):
@@ -19,24 +25,76 @@ def build(results: list[dict], q: dict[str, list[dict]]) -> dict:
     per_rank = {r["key"]: r for r in q["per_rank"]}
     overlap = {r["key"]: r["overlap_us"] for r in q["overlap"]}
     waits = {r["key"]: r for r in q["waits"]}
-    step_times: dict[int, list[float]] = defaultdict(list)
-    for s in q["step_times"]:
-        step_times[s["key"]].append(s["step_us"])
+    step_times = q["step_times"]
     label = {r["key"]: r["label"] for r in results}
     rank_of = {r["key"]: r["rank"] for r in results}
-    slowest = Counter(s["slowest_key"] for s in q["per_step"] if s["ranks"] > 1)
-    ranks = [_rank_row(r, per_rank.get(r["key"], {}), step_times[r["key"]], overlap.get(r["key"]),
-                       waits.get(r["key"], {}), slowest[r["key"]]) for r in results]
-    steps = [{"step": s["step"], "name": s["name"], "ranks": s["ranks"], "median_us": s["median_us"],
-              "min_us": s["min_us"], "max_us": s["max_us"], "slowest_rank": rank_of.get(s["slowest_key"]),
-              "slowest": label.get(s["slowest_key"]), "excess_pct": _ratio(s["max_us"] - s["median_us"], s["median_us"], 100),
-              "skew_pct": _ratio(s["max_us"] - s["min_us"], s["median_us"], 100)} for s in q["per_step"]]
+    per_step = q["per_step"]
+    shared = per_step["slowest_key"][per_step["ranks"] > 1]
+    slowest = dict(zip(*(a.tolist() for a in np.unique(shared, return_counts=True))))
+    ranks = [_rank_row(r, per_rank.get(r["key"], {}), step_times.get(r["key"], []), overlap.get(r["key"]),
+                       waits.get(r["key"], {}), slowest.get(r["key"], 0)) for r in results]
+    steps = step_rows(per_step, rank_of, label)
     collectives = [{"group": c["grp"] or None, "collective": c["coll"], "calls": c["calls"], "ranks": c["ranks"],
                     "partial_calls": c["partial"], "bytes": c["bytes"], "bus_bytes": c["bus_bytes"],
                     "transfer_us": c["transfer_us"], "floor_us": c["floor_us"],
                     "gap": _ratio(c["transfer_us"], c["floor_us"])} for c in q["collectives"]]
     return {"ranks": ranks, "steps": steps, "collectives": collectives,
             "summary": _summary(results, ranks), "warnings": _warnings(results, q)}
+
+
+STEP_KEYS = ("step", "name", "ranks", "median_us", "min_us", "max_us", "slowest_rank", "slowest", "excess_pct",
+             "skew_pct")
+
+
+def step_rows(cols: dict, rank_of: dict, label: dict) -> Rows:
+    """The per-step rows from the per-step query's columns, each made when read (``model.rows.Rows``):
+    no dict per step (issue 27: 100k steps). Ratios are the same float operations as ``_ratio``."""
+    med, lo, hi = (np.asarray(cols[k], dtype=float) for k in ("median_us", "min_us", "max_us"))
+    none = med == 0                                # _ratio: None where the median is 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        excess, skew = (hi - med) / med * 100, (hi - lo) / med * 100
+    keys = np.asarray(cols["slowest_key"], dtype=np.int64)
+    uniq, at = np.unique(keys, return_inverse=True)
+    columns = {"step": _Values(cols["step"]), "name": _Values(cols["name"]), "ranks": _Values(cols["ranks"]),
+               "median_us": _Values(med), "min_us": _Values(lo), "max_us": _Values(hi),
+               "slowest_rank": _Values(at, [rank_of.get(k) for k in uniq.tolist()]),
+               "slowest": _Values(at, [label.get(k) for k in uniq.tolist()]),
+               "excess_pct": _Values(excess, none=none), "skew_pct": _Values(skew, none=none)}
+    return Rows(len(keys), dict.fromkeys(STEP_KEYS), columns)
+
+
+class _Values(Sequence):
+    """A column read as Python values: NumPy ``values`` (``None`` where ``none``), an Arrow string array,
+    or positions into ``lookup``."""
+
+    __slots__ = ("values", "lookup", "none")
+
+    def __init__(self, values, lookup: list | None = None, none=None):
+        self.values, self.lookup, self.none = values, lookup, none
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(len(self))
+            if step != 1:
+                return [self[k] for k in range(lo, hi, step)]
+            got = self.values[lo:hi]
+            out = got.to_pylist() if hasattr(got, "to_pylist") else got.tolist()
+            if self.lookup is not None:
+                return [self.lookup[k] for k in out]
+            if self.none is not None:
+                return [None if n else v for v, n in zip(out, self.none[lo:hi].tolist())]
+            return out
+        got = self.values[i]
+        got = got.as_py() if hasattr(got, "as_py") else got.item()
+        if self.lookup is not None:
+            return self.lookup[got]
+        return None if self.none is not None and self.none[i] else got
+
+    def __reduce__(self):
+        return _Values, (self.values, self.lookup, self.none)
 
 
 def _rank_row(r: dict, pr: dict, steps: list[float], overlap_us, wait: dict, slowest: int) -> dict:

@@ -16,6 +16,8 @@ Every rank keeps its own row (``key``), also when two traces claim the same rank
 
 from __future__ import annotations
 
+import numpy as np
+
 
 STEPS_FILE = "steps.parquet"
 
@@ -33,12 +35,14 @@ SELECT key, count(*) AS rows, count(*) FILTER (kind = 'kernel') AS kernels,
 FROM k GROUP BY key"""
 
 STEP_TIMES = """
-SELECT key, step, any_value(name) AS name, max(end_us) - min(start_us) AS step_us FROM s GROUP BY key, step"""
+SELECT key, step, max(end_us) - min(start_us) AS step_us FROM s GROUP BY key, step"""
 
 PER_STEP = """
-SELECT step, any_value(name) AS name, count(*) AS ranks, median(step_us) AS median_us, min(step_us) AS min_us,
-  max(step_us) AS max_us, arg_max(key, step_us) AS slowest_key
-FROM st GROUP BY step ORDER BY step"""
+WITH per AS (SELECT step, count(*) AS ranks, median(step_us) AS median_us, min(step_us) AS min_us,
+  max(step_us) AS max_us, arg_max(key, step_us) AS slowest_key FROM st GROUP BY step),
+named AS (SELECT step, any_value(name) AS name FROM s GROUP BY step)
+SELECT per.step, named.name, ranks, median_us, min_us, max_us, slowest_key
+FROM per JOIN named USING (step) ORDER BY per.step"""
 
 OVERLAP = """
 WITH comp AS (SELECT key, start_us AS b, start_us + dur_us AS e FROM k
@@ -85,6 +89,23 @@ def _rows(con, sql: str) -> list[dict]:
     return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
+def _columns(con, sql: str) -> dict:
+    """A query's answer as columns (NumPy arrays; strings as one Arrow array), not a dict per row: the
+    per-step answer has a row per step (issue 27: 100k steps)."""
+    rel = con.sql(sql)
+    table = (getattr(rel, "to_arrow_table", None) or rel.arrow)()      # DuckDB 2 / 1
+    return {name: (col.combine_chunks() if str(col.type) == "string" else col.to_numpy())
+            for name, col in zip(table.column_names, table.columns)}
+
+
+def _step_times(con) -> dict[int, list[float]]:
+    """Each rank's step times (by ``key``), in step order."""
+    cols = con.execute("SELECT key, step_us FROM st ORDER BY key, step").fetchnumpy()
+    keys, times = np.asarray(cols["key"]), np.asarray(cols["step_us"], dtype=float)
+    cuts = np.flatnonzero(np.diff(keys)) + 1
+    return {int(k[0]): t.tolist() for k, t in zip(np.split(keys, cuts), np.split(times, cuts)) if len(k)}
+
+
 def _views(con, tables: list[bytes], steps) -> None:
     """The per-rank kernel tables (Parquet bytes) and the steps (an Arrow table) as DuckDB views ``k``
     and ``s``, handed over in memory: no file path (nor a glob character in one) reaches DuckDB."""
@@ -102,21 +123,28 @@ def _views(con, tables: list[bytes], steps) -> None:
                     "group_size BIGINT)")
     con.register("s_arrow", steps)
     con.execute("CREATE VIEW s AS SELECT * FROM s_arrow")
-    con.execute(f"CREATE TEMP TABLE st AS {STEP_TIMES}")
     con.execute(f"CREATE TEMP TABLE calls AS {CALLS}")
     con.execute(f"CREATE TEMP TABLE matched AS {MATCHED}")
 
 
 def query_all(tables: list[bytes], steps) -> dict[str, list[dict]]:
-    """Every cross-rank query's rows, by name: ``tables`` each rank's kernel table as Parquet bytes,
+    """Every cross-rank query's rows, by name (``step_times``: each rank's step times by key; ``per_step``:
+    columns): ``tables`` each rank's kernel table as Parquet bytes,
     ``steps`` every rank's steps (an Arrow table)."""
     import duckdb
 
     con = duckdb.connect(":memory:")
     try:
         _views(con, tables, steps)
-        return {"per_rank": _rows(con, PER_RANK), "step_times": _rows(con, "SELECT * FROM st ORDER BY key, step"),
-                "per_step": _rows(con, PER_STEP), "overlap": _rows(con, OVERLAP),
+        # the per-step queries on one thread: a row per step per rank, and DuckDB's per-thread hash tables
+        # took 17 MB more at 2x100k steps; their answers (max - min, median, count) do not depend on the
+        # order, and the slowest of tied ranks is then always the first (two threads picked either)
+        con.execute("SET threads = 1")
+        con.execute(f"CREATE TEMP TABLE st AS {STEP_TIMES}")
+        step_times, per_step = _step_times(con), _columns(con, PER_STEP)
+        con.execute("RESET threads")
+        return {"per_rank": _rows(con, PER_RANK), "step_times": step_times,
+                "per_step": per_step, "overlap": _rows(con, OVERLAP),
                 "collectives": _rows(con, PER_COLLECTIVE), "waits": _rows(con, WAITS), "counts": _rows(con, COUNTS)}
     finally:
         con.close()
@@ -126,9 +154,12 @@ def steps_table(results: list[dict]):
     """Every rank's steps as one Arrow table."""
     import pyarrow as pa
 
-    schema = pa.schema([("key", pa.int64()), ("rank", pa.int64()), ("step", pa.int64()), ("name", pa.string()),
-                        ("start_us", pa.float64()), ("end_us", pa.float64())])
-    return pa.Table.from_pylist([s for r in results for s in r["steps"]], schema=schema)
+    from tracekit.ranks.stage import STEP_SCHEMA
+
+    tables = [r["steps"] for r in results if r["steps"] is not None]
+    if not tables:
+        return pa.table({k: pa.array([], type=getattr(pa, t)()) for k, t in STEP_SCHEMA})
+    return pa.concat_tables(tables)                # the ranks' columns shared, not copied
 
 
 def cross_rank(results: list[dict]) -> dict:

@@ -120,7 +120,7 @@ def write_tables(results: list[dict], out: Path) -> None:
         if r["table"] is not None:
             write_atomic(out / kernels_file(r["key"]), r["table"], "--keep")
     buf = io.BytesIO()
-    pq.write_table(steps_table(results), buf)
+    pq.write_table(steps_table(results).combine_chunks(), buf)
     write_atomic(out / STEPS_FILE, buf.getvalue(), "--keep")
 
 

@@ -52,6 +52,32 @@ def rank_table(trace, key: int, rank: int | None) -> pd.DataFrame:
     return out
 
 
+STEP_SCHEMA = (("key", "int64"), ("rank", "int64"), ("step", "int64"), ("name", "string"),
+               ("start_us", "float64"), ("end_us", "float64"))
+
+
+def steps_columns(steps, key: int, rank: int | None):
+    """A rank's steps as one Arrow table (key, rank, step, name, start_us, end_us): columns, not a dict
+    per step (issue 27: 100k steps were 100k dicts per rank, then one Arrow row each)."""
+    import pyarrow as pa
+
+    from tracekit.model.steps import Steps
+
+    steps = Steps.of(steps)
+    n = len(steps)
+    names = steps.names
+    if names.texts is None and n:                 # prefix + number: the numbers' text, joined in Arrow
+        import pyarrow.compute as pc
+        numbers = pa.array(np.frombuffer(names.numbers, dtype=np.int64)).cast(pa.string())
+        name_col = pc.binary_join_element_wise(pa.scalar(names.prefix, pa.string()), numbers, "")
+    else:
+        name_col = pa.array(list(names), type=pa.string())
+    cols = [np.full(n, key, dtype=np.int64), np.full(n, -1 if rank is None else rank, dtype=np.int64),
+            steps.index, name_col, steps.start_us, steps.end_us]
+    return pa.Table.from_arrays([c if isinstance(c, (pa.Array, pa.ChunkedArray)) else pa.array(c) for c in cols],
+                                schema=pa.schema([(k, getattr(pa, t)()) for k, t in STEP_SCHEMA]))
+
+
 def to_parquet(df: pd.DataFrame) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -63,7 +89,8 @@ def to_parquet(df: pd.DataFrame) -> bytes:
 
 def rank_stage(task: dict) -> dict:
     """One rank: {key, label, path, rank_hint, step_marker, device, spec, skip, cache} → {key, label,
-    rank, world_size, device, spec, warnings, steps, table (Parquet bytes), error}. The cycle collector
+    rank, world_size, device, spec, warnings, steps (an Arrow table, ``steps_columns``), table
+    (Parquet bytes), error}. The cycle collector
     is paused for it, in a pool's or Dask's worker as in the command's own process."""
     with collector_paused():
         return _rank_stage(task)
@@ -74,7 +101,7 @@ def _rank_stage(task: dict) -> dict:
     from tracekit.model import cache
 
     base = {"key": task["key"], "label": task["label"], "rank": task.get("rank_hint"), "world_size": None,
-            "device": None, "spec": None, "warnings": [], "steps": [], "table": None, "error": None}
+            "device": None, "spec": None, "warnings": [], "steps": None, "table": None, "error": None}
     try:
         with cache.settings(bool(task.get("cache", True))):
             traces = analyze_path(task["path"], step_marker=task.get("step_marker"), device=task.get("device"),
@@ -87,8 +114,7 @@ def _rank_stage(task: dict) -> dict:
     info = info if isinstance(info, dict) else {}
     rank = _int(info.get("rank"))
     rank = rank if rank is not None else task.get("rank_hint")
-    steps = [{"key": task["key"], "rank": -1 if rank is None else rank, "step": s.index, "name": s.name,
-              "start_us": s.start_us, "end_us": s.end_us} for s in trace.steps]
+    steps = steps_columns(trace.steps, task["key"], rank)
     return {**base, "rank": rank, "world_size": _int(info.get("world_size")), "device": trace.device_name,
             "spec": trace.spec.id if trace.spec is not None else None, "warnings": list(trace.warnings),
             "steps": steps, "table": to_parquet(rank_table(trace, task["key"], rank))}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 
-from tracekit.report.fmt import cell_width, clip, fit_columns, fmt_bytes, fmt_gap, fmt_us
+from tracekit.report.fmt import cell_width, clip, fit_columns, fmt_bytes, fmt_gap, fmt_us, step_cells
 from tracekit.report.markdown import md_table, md_text
 
 MAX_RANK_ROWS = 32        # a table of more ranks shows the slowest half of this many (all in JSON and CSV)
@@ -64,6 +64,12 @@ def _step_cells(s: dict) -> list[str]:
             _pct(s["excess_pct"]), _pct(s["skew_pct"])]
 
 
+def _step_table(steps, text=str) -> tuple[dict, int, str]:
+    """The per-step table's cells: every step up to ``fmt.STEP_ROWS``, else the first and last halves
+    around one elided row, as explain's step table (100k steps: 40 rows, not 100k)."""
+    return step_cells(steps, STEP_HEAD, lambda s: dict(zip(STEP_HEAD, map(text, _step_cells(s)))))
+
+
 def _coll_cells(c: dict) -> list[str]:
     return [c["collective"], clip(c["group"] or "-", 12), f"{c['calls']}" + ("*" if c["partial_calls"] else ""),
             fmt_bytes(c["bytes"]), fmt_us(c["transfer_us"]), fmt_us(c["floor_us"]), fmt_gap(c["gap"])]
@@ -94,10 +100,12 @@ def print_table(doc: dict, console=None) -> None:
     if doc["steps"]:
         steps = Table(title="per step (excess: the slowest rank over the median)", show_edge=False,
                       title_justify="left")
+        cells, n, note = _step_table(doc["steps"])
+        steps.title += note
         for col in STEP_HEAD:
             steps.add_column(col, justify="right")
-        for s in doc["steps"]:
-            steps.add_row(*_step_cells(s))
+        for i in range(n):
+            steps.add_row(*[cells[c][i] for c in STEP_HEAD])
         console.print(steps)
     if doc["collectives"]:
         coll = Table(title="collectives matched across ranks", show_edge=False, title_justify="left")
@@ -117,7 +125,9 @@ def to_markdown(doc: dict) -> str:
     if hidden:
         lines += ["", f"{hidden} faster ranks not shown."]
     if doc["steps"]:
-        lines += [""] + md_table(STEP_HEAD, "lrrrr", [[md_text(c) for c in _step_cells(s)] for s in doc["steps"]])
+        cells, n, note = _step_table(doc["steps"], md_text)
+        lines += [""] + ([f"_{md_text(note.strip(' ()'))}_", ""] if note else []) + \
+            md_table(STEP_HEAD, "lrrrr", [[cells[c][i] for c in STEP_HEAD] for i in range(n)])
     if doc["collectives"]:
         lines += [""] + md_table(COLL_HEAD, "llrrrrr", [[md_text(c) for c in _coll_cells(c)] for c in doc["collectives"]])
     if doc["warnings"]:
