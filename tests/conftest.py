@@ -44,6 +44,18 @@ class CliResult:
     stderr: str = field(repr=False)
 
 
+def traced(fn, *args, **kwargs):
+    """(``fn(*args, **kwargs)``, the bytes tracemalloc saw held after it, and their peak while it ran)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        result = fn(*args, **kwargs)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, held, peak
+
+
 def run_cli_subprocess(*args, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """``python -m tracekit ARGS`` in a fresh interpreter, as a user would run it."""
     return subprocess.run([sys.executable, "-m", "tracekit", *map(str, args)], capture_output=True, text=True,

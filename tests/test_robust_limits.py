@@ -11,11 +11,10 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import tracemalloc
 
 import pytest
 
-from conftest import H200, PEERS, run_cli
+from conftest import H200, PEERS, run_cli, traced
 from test_robustness import EAGER, _one_line_error
 
 from tracekit.load.execution_trace import _Tree, read_execution_trace
@@ -31,12 +30,7 @@ def test_a_node_id_of_2_to_the_31_does_not_size_an_array(tmp_path):
     leaf["id"] = 2 ** 31                              # one id far past the others
     path = tmp_path / "et.json.gz"
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    tracemalloc.start()
-    try:
-        changed = read_execution_trace(path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    changed, _, peak = traced(read_execution_trace, path)
     assert peak < 200 << 20                          # the dense array for id 2^31 was 32 GiB (16 B a node)
     original = read_execution_trace(SDPA_ET)
     assert changed.nodes.keys() == original.nodes.keys()
@@ -143,12 +137,7 @@ def test_the_document_of_many_empty_steps_takes_less_than_3x_the_input(tmp_path)
 
     path = _many_steps(tmp_path / "steps.json", 20_000)
     [trace] = analyze_path(path)
-    tracemalloc.start()
-    try:
-        doc = document(trace)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    doc, _, peak = traced(document, trace)
     assert peak < 3 * path.stat().st_size, (peak, path.stat().st_size)
     from tracekit.model.rows import plain
     from tracekit.outputs import ROWS_PER_PIECE, json_bytes, json_chunks
@@ -222,12 +211,7 @@ def test_the_xlsx_steps_sheet_holds_no_cell_object_per_cell(tmp_path):
     [trace] = analyze_path(_many_steps(tmp_path / "steps.json", 5_000))
     cells = sum(df.size for df in workbook_tables([trace]).values())
     write_xlsx(workbook_tables([trace], frames=False), tmp_path / "new.xlsx")   # openpyxl's writer imported
-    tracemalloc.start()
-    try:
-        write_xlsx(workbook_tables([trace], frames=False), tmp_path / "new.xlsx")
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, _, peak = traced(lambda: write_xlsx(workbook_tables([trace], frames=False), tmp_path / "new.xlsx"))
     assert cells > 90_000 and peak < 80 * cells, (peak, cells)
     for t in (trace, analyze_path(EAGER)[0]):
         write_xlsx(workbook_tables([t], frames=False), tmp_path / "new.xlsx")
@@ -250,12 +234,7 @@ def test_the_module_scan_of_many_steps_holds_one_event_at_a_time(tmp_path):
 
     path = _many_steps(tmp_path / "steps.json", 20_000)
     [trace] = analyze_path(path)
-    tracemalloc.start()
-    try:
-        scopes = read_scopes(trace)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    scopes, _, peak = traced(read_scopes, trace)
     assert peak < 3 * path.stat().st_size, (peak, path.stat().st_size)
     assert scopes.module_events == 0 and len(scopes.places) == 1
     from conftest import ROOT

@@ -6,11 +6,11 @@ no object per step, in the whole-document and the chunked reader alike."""
 from __future__ import annotations
 
 import pickle
-import tracemalloc
 
 import numpy as np
 import pytest
 
+from conftest import traced
 from test_robust_limits import _many_steps
 
 from tracekit.load import chunks, reader
@@ -67,12 +67,7 @@ def test_loading_many_steps_keeps_no_object_per_step(tmp_path, monkeypatch, chun
         monkeypatch.setattr(reader, "WHOLE_BYTES", 1 << 16)
         monkeypatch.setattr(chunks, "CHUNK", 1 << 18)
         monkeypatch.setattr(chunks, "TAIL", 1 << 16)
-    tracemalloc.start()
-    try:
-        trace = load_trace(path)
-        kept, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    trace, kept, _ = traced(load_trace, path)
     steps = trace.steps
     assert len(steps) == n and steps.names.texts is None
     assert steps[n - 1] == Step(n - 1, f"ProfilerStep#{n - 1}", (n - 1) * 100.0, (n - 1) * 100.0 + 90.0)
