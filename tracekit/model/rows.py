@@ -11,7 +11,21 @@ from bisect import bisect_left
 from collections.abc import Sequence
 
 
-class Rows(Sequence):
+class ListLike(Sequence):
+    """A sequence that equals a list or tuple of the same items (and another of its own class), item by
+    item, as the list it stands for would."""
+
+    __slots__ = ()
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (type(self), list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None
+
+
+class Rows(ListLike):
     """``n`` dict rows: ``kept[i]`` where given, else ``template`` (its key order) with ``columns[key][i]``
     for the keys that vary, then ``more.get(i)``'s keys; dict and list values are copied per row."""
 
@@ -72,13 +86,6 @@ class Rows(Sequence):
     def __iter__(self):
         return map(self._row, range(self.n))
 
-    def __eq__(self, other) -> bool:
-        if isinstance(other, (Rows, list, tuple)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-        return NotImplemented
-
-    __hash__ = None
-
     def __repr__(self) -> str:
         return f"Rows({self.n} rows, {len(self.kept)} kept)"
 
@@ -89,7 +96,7 @@ class Rows(Sequence):
 LAZY_FROM = 2048          # rows up to this many: a plain list per column
 
 
-class Column(Sequence):
+class Column(ListLike):
     """One key of every row of a ``Rows``, read on demand: ``rows.values(key)`` without the list. It reads
     like that list (len, iteration, indexing, slices, ==); ``tracekit.outputs.json_chunks`` writes it in
     pieces."""
@@ -135,18 +142,46 @@ class Column(Sequence):
         for lo in range(0, self.rows.n, LAZY_FROM):
             yield from self[lo:lo + LAZY_FROM]
 
-    def __eq__(self, other) -> bool:
-        if isinstance(other, (Column, list, tuple)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-        return NotImplemented
-
-    __hash__ = None
-
     def __repr__(self) -> str:
         return f"Column({self.key!r}, {self.rows.n} rows)"
 
     def __reduce__(self):
         return Column, (self.rows, self.key)
+
+
+class Values(ListLike):
+    """An array read as a list of Python values (a column of ``Rows``): NumPy ``values`` (``None`` where
+    the bool array ``none`` is true), an Arrow string array, or positions into ``lookup``. An item is a
+    Python value, a slice a list; it holds no list of its own."""
+
+    __slots__ = ("values", "lookup", "none")
+
+    def __init__(self, values, lookup: list | None = None, none=None):
+        self.values, self.lookup, self.none = values, lookup, none
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(len(self))
+            if step != 1:
+                return [self[k] for k in range(lo, hi, step)]
+            got = self.values[lo:hi]
+            out = got.to_pylist() if hasattr(got, "to_pylist") else got.tolist()
+            if self.lookup is not None:
+                return [self.lookup[k] for k in out]
+            if self.none is not None:
+                return [None if n else v for v, n in zip(out, self.none[lo:hi].tolist())]
+            return out
+        got = self.values[i]
+        got = got.as_py() if hasattr(got, "as_py") else got.item()
+        if self.lookup is not None:
+            return self.lookup[got]
+        return None if self.none is not None and self.none[i] else got
+
+    def __reduce__(self):
+        return Values, (self.values, self.lookup, self.none)
 
 
 def plain(value):

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+
+from tracekit.model.rows import ListLike, Values
 
 
 @dataclass(slots=True)
@@ -31,20 +33,7 @@ class Step:
 _NUMBERED = re.compile(r"(.*?)(0|-?[1-9][0-9]{0,17})")      # a name and its decimal tail, as str(int) writes it
 
 
-class _ListLike(Sequence):
-    """Equality with lists and tuples, item by item."""
-
-    __slots__ = ()
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, (type(self), list, tuple)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-        return NotImplemented
-
-    __hash__ = None
-
-
-class StepNames(_ListLike):
+class StepNames(ListLike):
     """Step names, in order: ``prefix`` and ``numbers`` while every name is ``prefix + str(number)``
     (``texts`` None), else the names themselves in ``texts``. Items are str; a slice is a list."""
 
@@ -135,7 +124,7 @@ class StepNames(_ListLike):
         return f"StepNames({len(self)}: {self[:3]}{'...' if len(self) > 3 else ''})"
 
 
-class Steps(_ListLike):
+class Steps(ListLike):
     """The steps, in order: ``index`` (int64), ``start_us``, ``end_us`` (float64) and ``names``. Reading
     an item gives a new ``Step``: a change to it is not kept (``set_end`` moves a step's end); a slice
     is a ``Steps``."""
@@ -188,26 +177,11 @@ class Steps(_ListLike):
         at = np.flatnonzero(self.index == index)
         return self.names[int(at[0])] if len(at) else default
 
-    def column(self, field: str) -> Sequence:
+    def column(self, field: str) -> ListLike:
         """``field`` ("index", "name", "start_us", "end_us") of every step as a sequence of Python values
         that holds no list of its own."""
-        return self.names if field == "name" else _ArrayColumn(getattr(self, field))
+        return self.names if field == "name" else Values(getattr(self, field))
 
     def set_end(self, k: int, end_us: float) -> None:
         """Move the ``k``-th step's end (the loader's trim of code after the loop)."""
         self.end_us[k] = end_us
-
-
-class _ArrayColumn(_ListLike):
-    """A NumPy array read as a list of Python values: an item is an int or float, a slice a list."""
-
-    __slots__ = ("values",)
-
-    def __init__(self, values: np.ndarray):
-        self.values = values
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    def __getitem__(self, i):
-        return self.values[i].tolist()

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
 
 import numpy as np
 
-from tracekit.model.rows import Rows
+from tracekit.model.rows import Rows, Values
 
 
 def _ratio(a, b, scale: float = 1.0):
@@ -55,46 +54,12 @@ def step_rows(cols: dict, rank_of: dict, label: dict) -> Rows:
         excess, skew = (hi - med) / med * 100, (hi - lo) / med * 100
     keys = np.asarray(cols["slowest_key"], dtype=np.int64)
     uniq, at = np.unique(keys, return_inverse=True)
-    columns = {"step": _Values(cols["step"]), "name": _Values(cols["name"]), "ranks": _Values(cols["ranks"]),
-               "median_us": _Values(med), "min_us": _Values(lo), "max_us": _Values(hi),
-               "slowest_rank": _Values(at, [rank_of.get(k) for k in uniq.tolist()]),
-               "slowest": _Values(at, [label.get(k) for k in uniq.tolist()]),
-               "excess_pct": _Values(excess, none=none), "skew_pct": _Values(skew, none=none)}
+    columns = {"step": Values(cols["step"]), "name": Values(cols["name"]), "ranks": Values(cols["ranks"]),
+               "median_us": Values(med), "min_us": Values(lo), "max_us": Values(hi),
+               "slowest_rank": Values(at, [rank_of.get(k) for k in uniq.tolist()]),
+               "slowest": Values(at, [label.get(k) for k in uniq.tolist()]),
+               "excess_pct": Values(excess, none=none), "skew_pct": Values(skew, none=none)}
     return Rows(len(keys), dict.fromkeys(STEP_KEYS), columns)
-
-
-class _Values(Sequence):
-    """A column read as Python values: NumPy ``values`` (``None`` where ``none``), an Arrow string array,
-    or positions into ``lookup``."""
-
-    __slots__ = ("values", "lookup", "none")
-
-    def __init__(self, values, lookup: list | None = None, none=None):
-        self.values, self.lookup, self.none = values, lookup, none
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            lo, hi, step = i.indices(len(self))
-            if step != 1:
-                return [self[k] for k in range(lo, hi, step)]
-            got = self.values[lo:hi]
-            out = got.to_pylist() if hasattr(got, "to_pylist") else got.tolist()
-            if self.lookup is not None:
-                return [self.lookup[k] for k in out]
-            if self.none is not None:
-                return [None if n else v for v, n in zip(out, self.none[lo:hi].tolist())]
-            return out
-        got = self.values[i]
-        got = got.as_py() if hasattr(got, "as_py") else got.item()
-        if self.lookup is not None:
-            return self.lookup[got]
-        return None if self.none is not None and self.none[i] else got
-
-    def __reduce__(self):
-        return _Values, (self.values, self.lookup, self.none)
 
 
 def _rank_row(r: dict, pr: dict, steps: list[float], overlap_us, wait: dict, slowest: int) -> dict:
