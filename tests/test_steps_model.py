@@ -97,3 +97,10 @@ def test_devices_on_many_empty_steps_make_one_entry_for_them(tmp_path):
     groups = section["step_groups"]
     assert [g["steps"][:2] for g in groups] == [[0], [1, 2]] and len(groups[1]["steps"]) == 4999
     assert step_label(groups[1], _names(section)) == "ProfilerStep#1–4999, alike"
+
+
+def test_no_steps_is_the_whole_trace_as_one():
+    whole = Steps.of([]).or_whole()
+    assert list(whole) == [Step(0, "whole trace", float("-inf"), float("inf"))]
+    steps = Steps.of([Step(3, "ProfilerStep#3", 1.0, 2.0)])
+    assert steps.or_whole() is steps

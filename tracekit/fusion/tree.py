@@ -156,11 +156,8 @@ def module_trees(trace, scopes: Scopes | None = None) -> tuple["StepTrees", Scop
     rows = step_rows(df)
     memo: dict = {}
     at = {label: i for i, label in enumerate(df.index)}
-    steps = trace.steps
-    if len(steps):
-        indices, names = steps.index, steps.names
-    else:
-        indices, names = np.zeros(1, dtype=np.int64), ["whole trace"]
+    steps = trace.steps.or_whole()
+    indices, names = steps.index, steps.names
     keys = [int(k) for k, v in rows.items() if v and isinstance(k, (int, float, np.integer, np.floating))
             and float(k).is_integer() and abs(k) < 2 ** 63]          # the steps that hold rows
     built = {}

@@ -48,12 +48,9 @@ def runtime_per_step(records: list[tuple], steps: Steps) -> dict:
     "runtime_us": [value per step]}; without steps, one entry (index 0) over the whole trace with
     ``wall_us`` None. Typed arrays (8 B a value), not a dict or a list of objects per step: 100k steps
     took 35 MB as dicts, 11 MB as lists; a step without runtime calls is zeros, not visited."""
-    if len(steps):
-        index, begin, end = steps.index, steps.start_us, steps.end_us
-        wall = array("d", (end - begin).tobytes())
-    else:
-        index, begin, end = np.zeros(1, np.int64), np.array([-np.inf]), np.array([np.inf])
-        wall = [None]
+    wall = array("d", (steps.end_us - steps.start_us).tobytes()) if len(steps) else [None]
+    spans = steps.or_whole()
+    index, begin, end = spans.index, spans.start_us, spans.end_us
     n = len(index)
     records = sorted(records, key=lambda r: r[0])
     starts = np.array([r[0] for r in records], dtype=float)

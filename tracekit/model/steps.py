@@ -166,6 +166,11 @@ class Steps(ListLike):
         shown = ", ".join(map(repr, self[:3]))
         return f"Steps({len(self)}: {shown}{', ...' if len(self) > 3 else ''})"
 
+    def or_whole(self) -> "Steps":
+        """These steps, or, when there are none, the whole trace as one: step 0, "whole trace", from -inf
+        to inf (the one row of per-step figures a trace without steps has)."""
+        return self if len(self) else Steps([0], ["whole trace"], [-np.inf], [np.inf])
+
     def indices(self) -> list[int]:
         return self.index.tolist()
 

@@ -92,8 +92,8 @@ def _steps(trace, views: list) -> Rows:
     any other such step but its index and name: made once, and read as rows of ``model.rows.Rows``
     (100k empty steps took 243 s and 400 MB as a dict each)."""
     df = trace.kernels
-    steps = trace.steps
-    indices = steps.indices() if len(steps) else [0]
+    steps = trace.steps.or_whole()
+    indices = steps.indices()
     inside = df[df["step"] >= 0] if len(df) else df
     by_step = dict(tuple(inside.groupby("step", sort=False))) if len(inside) else {}
     tables = [step_table(v, ["step", "kernel_us", "floor_us", "costed_us"]).set_index("step") for _, v, _ in views]
@@ -106,9 +106,8 @@ def _steps(trace, views: list) -> Rows:
         if sk is None:
             template = dict(entry, step=None, name=None)
         else:
-            kept[i] = dict(entry, name=steps.names[i] if len(steps) else "whole trace")
-    columns = {"step": steps.column("index") if len(steps) else [0],
-               "name": steps.column("name") if len(steps) else ["whole trace"]}
+            kept[i] = dict(entry, name=steps.names[i])
+    columns = {"step": steps.column("index"), "name": steps.names}
     return Rows(len(indices), template or {}, columns if template else {}, kept)
 
 

@@ -59,8 +59,8 @@ def step_records(trace: Trace, phases: dict | None = None, replays: dict | None 
     template when read (``model.rows``): 100k empty steps cost no dict each."""
     df = trace.kernels
     replays = replays or {}
-    steps = trace.steps
-    indices = steps.index if len(steps) else np.zeros(1, dtype=np.int64)
+    steps = trace.steps.or_whole()
+    indices = steps.index
     host = host_columns(trace.metadata.get("runtime_per_step") or {}, indices)   # load/runtime.py: launches, ...
     step = df["step"].to_numpy()
     order = np.argsort(step, kind="stable")                  # each step's rows together, in table order
@@ -83,7 +83,7 @@ def step_records(trace: Trace, phases: dict | None = None, replays: dict | None 
         costed_us = float(dur[covered_all[lo:hi]].sum())
         busy, window = _busy(start_all[lo:hi], dur)
         total = float(dur.sum())
-        kept[i] = dict(step=k, name=steps.names[i] if len(steps) else "whole trace", kernels=hi - lo, kernel_us=total,
+        kept[i] = dict(step=k, name=steps.names[i], kernels=hi - lo, kernel_us=total,
                        floor_us=floor, costed_us=costed_us, gap=(costed_us / floor) if floor else None,
                        costed_pct=(100.0 * costed_us / total) if total > 0 else None,
                        busy_pct=(100.0 * busy / window) if window > 0 else None,
@@ -96,8 +96,7 @@ def step_records(trace: Trace, phases: dict | None = None, replays: dict | None 
     template = dict(step=None, name=None, kernels=0, kernel_us=0.0, floor_us=None, costed_us=0.0, gap=None,
                     costed_pct=None, busy_pct=None, idle_us=None, window_us=0.0, fused_ops=0,
                     **{f: None for f in HOST_FIELDS})
-    columns = {"step": steps.column("index") if len(steps) else [0],
-               "name": steps.column("name") if len(steps) else ["whole trace"],
+    columns = {"step": steps.column("index"), "name": steps.names,
                **{f: host[f] for f in HOST_FIELDS}}
     if phases is not None:
         template.update(phase=None, tokens=None)
