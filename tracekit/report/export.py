@@ -8,7 +8,11 @@ come from the trace, which anyone may have written. Numbers stay numbers.
 
 from __future__ import annotations
 
+import datetime
+from decimal import Decimal
+
 import pandas as pd
+from pandas.api.types import is_bool, is_float, is_integer, is_scalar
 
 from tracekit.model.trace import Trace
 from tracekit.report.document import CSV_FIELDS, step_records, step_table
@@ -210,11 +214,6 @@ def excel_value(val, sheet):
     """A cell as pandas' ``to_excel`` writes it (pandas 3: ``ExcelFormatter._format_value`` then
     ``ExcelWriter._value_with_fmt``): missing → "", ±inf → "inf" / "-inf", NumPy numbers as Python
     numbers, dates and durations with pandas' number formats, anything else as its text."""
-    import datetime
-    from decimal import Decimal
-
-    from pandas.api.types import is_bool, is_float, is_integer, is_scalar
-
     if is_scalar(val) and pd.isna(val):
         return ""
     if is_float(val) and val in (float("inf"), float("-inf")):
