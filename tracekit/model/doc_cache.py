@@ -147,11 +147,16 @@ class Keeper:
         self.discard()
 
     def discard(self) -> None:
-        for step in (lambda: self.file is not None and self.file.close(),
-                     lambda: self.tmp is not None and os.path.exists(self.tmp) and os.unlink(self.tmp)):
+        """Close and remove what is not committed (nothing after ``commit``)."""
+        if self.file is not None:
             try:
-                step()
+                self.file.close()
             except OSError:
+                pass
+        if self.tmp is not None:
+            try:
+                os.unlink(self.tmp)
+            except OSError:                        # gone already
                 pass
         self.file = self.tmp = None
 
